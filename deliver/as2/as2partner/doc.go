@@ -1,0 +1,38 @@
+// Package as2partner is an in-process AS2 trading partner (the receiving
+// side of RFC 4130) for examples and tests: an [http.Handler] that reads real
+// AS2 requests, answers with real synchronous MDNs (multipart/report,
+// RFC 3798), records every Message-ID it processed, and misbehaves on cue.
+//
+// # Fault script
+//
+// A [Partner] follows a script of [Phase]s, each lasting a Duration from the
+// script's start (t=0, set by [Partner.Start] or by the first request):
+//
+//   - [Healthy]: every valid request is processed after the phase's Latency.
+//   - [Down]: every request is answered HTTP 503 with no MDN, as a partner
+//     whose AS2 server is offline behind a load balancer.
+//   - [Fragile]: the partner has a capacity of Capacity messages per second
+//     (a token bucket with a small burst, golang.org/x/time/rate). Requests
+//     within capacity are processed; the excess gets HTTP 503 ([Reject503]) or
+//     waits SlowLatency and is then processed ([Slow]).
+//
+// The last phase, or one with Duration 0, lasts forever.
+//
+// # Records
+//
+// A message counts as received only when a "processed" MDN is returned for
+// it. [Partner.Received] maps each Message-ID to the number of times it was
+// processed, so duplicates (at-least-once redelivery) are visible;
+// [Partner.ControlNumbers] does the same for X12 interchange control numbers
+// (ISA13) of the payloads; [Partner.Stats] counts requests by outcome.
+//
+// # Validation
+//
+// Requests without AS2-From, AS2-To or Message-ID, or not POST, get HTTP
+// 400 (405); a request for another AS2 ID than Config.AS2ID gets an MDN with
+// disposition "processed/error: authentication-failed"; a signed or
+// encrypted payload, not supported yet, gets "processed/error:
+// unexpected-processing-error". A request without
+// Disposition-Notification-To is processed and answered 200 with no MDN
+// (RFC 4130 §7.3: no MDN was asked for).
+package as2partner

@@ -1,0 +1,339 @@
+package as2partner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/floodgate-go/floodgate/deliver/as2"
+	"github.com/floodgate-go/floodgate/internal/x12"
+)
+
+// Stats counts a partner's requests by outcome. Every request ends in
+// exactly one of Processed, Errors, ErrorMDNs, BadRequests or Abandoned
+// (Slow requests end in Processed or Abandoned).
+type Stats struct {
+	// Requests is every request received.
+	Requests int
+	// Processed counts processed MDNs returned (or, for a request that asked
+	// for no MDN, 200 answers), duplicates included.
+	Processed int
+	// UniqueProcessed is the number of distinct Message-IDs processed.
+	UniqueProcessed int
+	// Duplicates counts processings of a Message-ID already processed:
+	// Processed - UniqueProcessed.
+	Duplicates int
+	// Errors counts HTTP 503 answers (Down, and Fragile with Reject503).
+	Errors int
+	// Slow counts Fragile excess requests held SlowLatency before processing.
+	Slow int
+	// ErrorMDNs counts MDNs with a "processed/error" disposition.
+	ErrorMDNs int
+	// BadRequests counts HTTP 400, 405 and 413 answers.
+	BadRequests int
+	// Abandoned counts requests whose client went away (context cancelled)
+	// before they were answered.
+	Abandoned int
+	// MaxConcurrent is the largest number of requests in progress at once.
+	MaxConcurrent int
+}
+
+// Partner is an AS2 receiver following a fault script. Create it with [New].
+// All methods are safe for concurrent use.
+type Partner struct {
+	cfg   Config
+	clock Clock
+
+	mu       sync.Mutex
+	started  bool
+	t0       time.Time
+	limiters []*rate.Limiter // per phase; nil for phases that are not Fragile
+	received map[string]int  // Message-ID -> times processed
+	controls map[string]int  // ISA13 -> times processed
+	stats    Stats
+	inflight int
+	mdnSeq   uint64
+	created  int64 // UnixNano at New, for MDN Message-IDs
+}
+
+// New validates cfg, applies its defaults and returns a Partner. The script
+// starts at [Partner.Start] or at the first request, whichever comes first.
+// The error, if any, is "invalid config: ..." naming the field.
+func New(cfg Config) (*Partner, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid config: %w", err)
+	}
+	cfg.setDefaults()
+	p := &Partner{
+		cfg:      cfg,
+		clock:    cfg.Clock,
+		received: map[string]int{},
+		controls: map[string]int{},
+		created:  time.Now().UnixNano(),
+	}
+	p.limiters = p.newLimiters()
+	return p, nil
+}
+
+func (p *Partner) newLimiters() []*rate.Limiter {
+	ls := make([]*rate.Limiter, len(p.cfg.Script))
+	for i, ph := range p.cfg.Script {
+		if ph.Mode == Fragile {
+			ls[i] = rate.NewLimiter(rate.Limit(ph.Capacity), ph.Burst)
+		}
+	}
+	return ls
+}
+
+// Start sets the script's t=0 to now (Config.Clock). Calling it again
+// restarts the script and refills the Fragile token buckets; records and
+// stats are kept.
+func (p *Partner) Start() { p.StartAt(p.clock.Now()) }
+
+// StartAt sets the script's t=0 to t.
+func (p *Partner) StartAt(t time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.started, p.t0 = true, t
+	p.limiters = p.newLimiters()
+}
+
+// Script returns the fault script with defaults applied.
+func (p *Partner) Script() []Phase { return append([]Phase(nil), p.cfg.Script...) }
+
+// PhaseAt returns the phase in force at t: the first phase before the script
+// has started or before t=0, the last phase after the script's end.
+func (p *Partner) PhaseAt(t time.Time) Phase {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.Script[p.phaseIndex(t)]
+}
+
+// phaseIndex requires p.mu held.
+func (p *Partner) phaseIndex(t time.Time) int {
+	if !p.started {
+		return 0
+	}
+	elapsed := t.Sub(p.t0)
+	last := len(p.cfg.Script) - 1
+	for i, ph := range p.cfg.Script {
+		if i == last || elapsed < ph.Duration {
+			return i
+		}
+		elapsed -= ph.Duration
+	}
+	return last
+}
+
+// Received returns a copy of the Message-IDs processed (the Message-ID
+// header value as sent, e.g. "<id@floodgate>") with the number of times each
+// was processed; a count above 1 is a duplicate.
+func (p *Partner) Received() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]int, len(p.received))
+	for k, v := range p.received {
+		out[k] = v
+	}
+	return out
+}
+
+// ControlNumbers returns a copy of the X12 interchange control numbers
+// (ISA13) of the payloads processed, with the number of times each was
+// processed. Payloads that are not X12 are not counted.
+func (p *Partner) ControlNumbers() map[string]int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]int, len(p.controls))
+	for k, v := range p.controls {
+		out[k] = v
+	}
+	return out
+}
+
+// Stats returns the counters so far.
+func (p *Partner) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
+}
+
+// ServeHTTP handles one AS2 request according to the phase in force when it
+// arrives.
+func (p *Partner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	now := p.clock.Now()
+	p.mu.Lock()
+	if !p.started {
+		p.started, p.t0 = true, now
+	}
+	idx := p.phaseIndex(now)
+	limiter := p.limiters[idx]
+	p.stats.Requests++
+	p.inflight++
+	p.stats.MaxConcurrent = max(p.stats.MaxConcurrent, p.inflight)
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.inflight--
+		p.mu.Unlock()
+	}()
+
+	// Read the whole body first, as a server does before processing; it also
+	// lets net/http notice a client that goes away during the latencies.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodySize))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			p.badRequest(w, http.StatusRequestEntityTooLarge, err.Error())
+			return
+		}
+		p.count(func(s *Stats) { s.Abandoned++ })
+		return
+	}
+
+	ph := p.cfg.Script[idx]
+	if !sleep(r.Context(), ph.Latency) {
+		p.count(func(s *Stats) { s.Abandoned++ })
+		return
+	}
+	switch ph.Mode {
+	case Down:
+		p.unavailable(w, ph)
+		return
+	case Fragile:
+		if !limiter.AllowN(p.clock.Now(), 1) {
+			if ph.Excess == Reject503 {
+				p.unavailable(w, ph)
+				return
+			}
+			p.count(func(s *Stats) { s.Slow++ })
+			if !sleep(r.Context(), ph.SlowLatency) {
+				p.count(func(s *Stats) { s.Abandoned++ })
+				return
+			}
+		}
+	}
+	p.process(w, r, body)
+}
+
+func (p *Partner) count(f func(*Stats)) {
+	p.mu.Lock()
+	f(&p.stats)
+	p.mu.Unlock()
+}
+
+// sleep waits d, or until ctx is done; it reports whether d elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (p *Partner) unavailable(w http.ResponseWriter, ph Phase) {
+	p.count(func(s *Stats) { s.Errors++ })
+	http.Error(w, "AS2 service unavailable ("+ph.Name+")", http.StatusServiceUnavailable)
+}
+
+func (p *Partner) badRequest(w http.ResponseWriter, status int, msg string) {
+	p.count(func(s *Stats) { s.BadRequests++ })
+	http.Error(w, msg, status)
+}
+
+// request is what process reads from an AS2 request.
+type request struct {
+	from, to  string // AS2 IDs, unquoted
+	messageID string
+	mic       string
+	wantsMDN  bool
+}
+
+// process reads and answers a request that the fault script let through.
+func (p *Partner) process(w http.ResponseWriter, r *http.Request, body []byte) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		p.badRequest(w, http.StatusMethodNotAllowed, "AS2 requires POST")
+		return
+	}
+	var req request
+	var err error
+	if req.from, err = as2.ParseAS2ID(r.Header.Get("AS2-From")); err != nil {
+		p.badRequest(w, http.StatusBadRequest, "AS2-From: "+err.Error())
+		return
+	}
+	if req.to, err = as2.ParseAS2ID(r.Header.Get("AS2-To")); err != nil {
+		p.badRequest(w, http.StatusBadRequest, "AS2-To: "+err.Error())
+		return
+	}
+	req.messageID = strings.TrimSpace(r.Header.Get("Message-ID"))
+	if req.messageID == "" {
+		p.badRequest(w, http.StatusBadRequest, "missing Message-ID")
+		return
+	}
+	req.wantsMDN = r.Header.Get("Disposition-Notification-To") != ""
+	if len(body) == 0 {
+		p.badRequest(w, http.StatusBadRequest, "empty body")
+		return
+	}
+	// RFC 4130 §7.3.1: for an unsigned, unencrypted message the MIC covers
+	// the content without headers.
+	req.mic, _ = as2.ComputeMIC(as2.MICAlgSHA256, body)
+
+	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	switch {
+	case p.cfg.AS2ID != "" && req.to != p.cfg.AS2ID:
+		p.answerError(w, req, "authentication-failed",
+			fmt.Sprintf("AS2-To %q is not this partner (%q)", req.to, p.cfg.AS2ID))
+		return
+	case mediaType == "multipart/signed" || mediaType == "application/pkcs7-mime":
+		p.answerError(w, req, "unexpected-processing-error",
+			fmt.Sprintf("%s is not supported by this partner yet", mediaType))
+		return
+	}
+
+	p.mu.Lock()
+	p.received[req.messageID]++
+	if p.received[req.messageID] > 1 {
+		p.stats.Duplicates++
+	} else {
+		p.stats.UniqueProcessed++
+	}
+	p.stats.Processed++
+	if cn, err := x12.ControlNumberOf(body); err == nil {
+		p.controls[cn]++
+	}
+	p.mu.Unlock()
+
+	if !req.wantsMDN {
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	p.writeMDN(w, req, "processed",
+		fmt.Sprintf("The AS2 message %s from %q was received and processed. "+
+			"This receipt does not guarantee that the content was interpreted or acted upon.", req.messageID, req.from))
+}
+
+func (p *Partner) answerError(w http.ResponseWriter, req request, reason, text string) {
+	p.count(func(s *Stats) { s.ErrorMDNs++ })
+	if !req.wantsMDN {
+		http.Error(w, text, http.StatusForbidden)
+		return
+	}
+	p.writeMDN(w, req, "processed/error: "+reason,
+		fmt.Sprintf("The AS2 message %s from %q was not processed: %s.", req.messageID, req.from, text))
+}

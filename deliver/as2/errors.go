@@ -1,0 +1,59 @@
+package as2
+
+import "errors"
+
+// Configuration errors, returned (wrapped, naming the field) by
+// [Config.Validate] and [NewSender].
+var (
+	// ErrURL: Config.URL is not an absolute http or https URL.
+	ErrURL = errors.New("as2: URL must be an absolute http:// or https:// URL")
+	// ErrAS2ID: an AS2 ID is not 1 to 128 printable ASCII characters
+	// (RFC 4130 §6.2).
+	ErrAS2ID = errors.New("as2: AS2 ID must be 1 to 128 printable ASCII characters (RFC 4130 §6.2)")
+	// ErrContentType: Config.ContentType is not a valid media type (RFC 2045 §5.1).
+	ErrContentType = errors.New("as2: content type must be a valid media type")
+	// ErrHeaderValue: Config.Subject or Config.MDNTo contains a control
+	// character, or MDNTo is not printable ASCII.
+	ErrHeaderValue = errors.New("as2: header value must not contain control characters")
+	// ErrMessageIDDomain: Config.MessageIDDomain is not a dot-atom (RFC 5322 §3.6.4).
+	ErrMessageIDDomain = errors.New("as2: message ID domain must be a dot-atom such as example.com (RFC 5322 §3.6.4)")
+	// ErrNegative: a duration or size in Config is negative.
+	ErrNegative = errors.New("as2: must not be negative")
+)
+
+// Errors building a message. [Sender.Send] wraps them in a permanent
+// [*deliver.Error].
+var (
+	// ErrMessageID: the id passed to Send or Build cannot be the left part of
+	// a Message-ID (it must be a dot-atom: letters, digits, "-", "." and
+	// RFC 5322 atext).
+	ErrMessageID = errors.New("as2: id must be a non-empty dot-atom (RFC 5322 §3.6.4)")
+	// ErrEmptyPayload: the payload is empty.
+	ErrEmptyPayload = errors.New("as2: empty payload")
+)
+
+// Errors reading an MDN, returned by [ParseMDN]. [Sender.Send] wraps them in
+// a retryable [*deliver.Error]: the partner answered 2xx but gave no usable
+// receipt.
+var (
+	// ErrNoMDN: the response is not a multipart/report of report-type
+	// disposition-notification (RFC 3798 §3, RFC 4130 §7.4).
+	ErrNoMDN = errors.New("as2: response is not an MDN")
+	// ErrMalformedMDN: the response claims to be an MDN but cannot be read.
+	ErrMalformedMDN = errors.New("as2: malformed MDN")
+)
+
+// Errors verifying an MDN against the message sent. [Sender.Send] wraps them
+// in a permanent [*deliver.Error].
+var (
+	// ErrNotProcessed: the MDN disposition is not "processed" (for example
+	// "processed/error: authentication-failed" or "failed/failure: ...").
+	ErrNotProcessed = errors.New("as2: MDN disposition is not processed")
+	// ErrMDNMismatch: the MDN's Original-Message-ID is not the Message-ID sent.
+	ErrMDNMismatch = errors.New("as2: MDN answers another message")
+	// ErrMICMismatch: the MDN's Received-Content-MIC differs from the MIC
+	// computed for the message sent (RFC 4130 §7.3.1).
+	ErrMICMismatch = errors.New("as2: received content MIC does not match")
+	// ErrMICAlgorithm: a MIC names an algorithm this package cannot compute.
+	ErrMICAlgorithm = errors.New("as2: unsupported MIC algorithm")
+)
