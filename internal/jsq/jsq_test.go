@@ -1,0 +1,382 @@
+package jsq_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/floodgate-go/floodgate/internal/jsq"
+	"github.com/floodgate-go/floodgate/internal/natstest"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+type env struct {
+	url   string
+	nc    *nats.Conn
+	js    jetstream.JetStream
+	topic string
+	pub   *jsq.Publisher
+}
+
+func setup(t *testing.T) env {
+	t.Helper()
+	url := natstest.URL(t)
+	nc := natstest.Conn(t, url)
+	e := env{url: url, nc: nc, js: natstest.JetStream(t, nc), topic: natstest.Name(t, "src")}
+	natstest.DeleteStreams(t, e.js, e.topic)
+	if _, err := jsq.EnsureStream(ctx(t), e.js, e.topic); err != nil {
+		t.Fatal(err)
+	}
+	pub, err := jsq.NewPublisher(jsq.PublisherConfig{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pub.Close() })
+	e.pub = pub
+	return e
+}
+
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(cancel)
+	return c
+}
+
+func (e env) subscriber(t *testing.T, cfg jsq.SubscriberConfig) *jsq.Subscriber {
+	t.Helper()
+	cfg.URL = e.url
+	s, err := jsq.NewSubscriber(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// runRouter runs a router with one consumer handler; the returned func
+// closes it and returns Close's error.
+func runRouter(t *testing.T, closeTimeout time.Duration, topic string, sub message.Subscriber, h message.NoPublishHandlerFunc) func() error {
+	t.Helper()
+	r, err := message.NewRouter(message.RouterConfig{CloseTimeout: closeTimeout}, watermill.NopLogger{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.AddConsumerHandler("h", topic, sub, h)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(context.Background()) }()
+	select {
+	case <-r.Running():
+	case err := <-done:
+		t.Fatalf("router stopped: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("router not running")
+	}
+	var once sync.Once
+	var closeErr error
+	closeFn := func() error {
+		once.Do(func() {
+			closeErr = r.Close()
+			<-done
+		})
+		return closeErr
+	}
+	t.Cleanup(func() { _ = closeFn() })
+	return closeFn
+}
+
+func (e env) consumerInfo(t *testing.T, name string) *jetstream.ConsumerInfo {
+	t.Helper()
+	c, err := e.js.Consumer(ctx(t), e.topic, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := c.Info(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+func TestAckAndNackPath(t *testing.T) {
+	e := setup(t)
+	sub := e.subscriber(t, jsq.SubscriberConfig{AckWait: 5 * time.Second, NakDelay: staticDelay(20 * time.Millisecond)})
+
+	var mu sync.Mutex
+	deliveries := map[string]int{}
+	runRouter(t, time.Second, e.topic, sub, func(m *message.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		deliveries[m.UUID]++
+		if m.UUID == "fail-once" && deliveries[m.UUID] == 1 {
+			return errors.New("transient")
+		}
+		return nil
+	})
+	for _, id := range []string{"a", "fail-once", "b"} {
+		if err := e.pub.Publish(e.topic, message.NewMessage(id, []byte(id))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := jsq.DefaultConsumerName(e.topic)
+	natstest.Eventually(t, 10*time.Second, func() bool {
+		info := e.consumerInfo(t, name)
+		return info.AckFloor.Stream == 3 && info.NumAckPending == 0 && info.NumPending == 0
+	}, "all 3 messages acked")
+
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string]int{"a": 1, "fail-once": 2, "b": 1}
+	for id, n := range want {
+		if deliveries[id] != n {
+			t.Errorf("deliveries[%s] = %d, want %d (all: %v)", id, deliveries[id], n, deliveries)
+		}
+	}
+	info := e.consumerInfo(t, name)
+	if info.Config.Durable != name || info.Config.MaxDeliver != -1 || info.Config.AckPolicy != jetstream.AckExplicitPolicy || info.Config.AckWait != 5*time.Second {
+		t.Errorf("consumer config = %+v", info.Config)
+	}
+}
+
+// A message in the handler when the router closes is not acked: the
+// durable consumer survives the close and redelivers it after AckWait to
+// the next subscriber.
+func TestCloseMidFlightRedelivers(t *testing.T) {
+	e := setup(t)
+	cfg := jsq.SubscriberConfig{AckWait: time.Second}
+	started := make(chan *message.Message, 1)
+	release := make(chan struct{})
+	closeRouter := runRouter(t, 100*time.Millisecond, e.topic, e.subscriber(t, cfg), func(m *message.Message) error {
+		started <- m
+		<-release
+		return nil // acks too late: nobody listens any more
+	})
+	if err := e.pub.Publish(e.topic, message.NewMessage("inflight", []byte("p"))); err != nil {
+		t.Fatal(err)
+	}
+	var m1 *message.Message
+	select {
+	case m1 = <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("message not delivered")
+	}
+	closedAt := time.Now()
+	_ = closeRouter() // times out waiting for the blocked handler: expected
+	select {
+	case <-m1.Context().Done():
+	case <-time.After(2 * time.Second):
+		t.Fatal("message context not cancelled by close")
+	}
+	close(release)
+
+	name := jsq.DefaultConsumerName(e.topic)
+	info := e.consumerInfo(t, name) // still exists: durable
+	if info.AckFloor.Stream != 0 || info.NumAckPending != 1 {
+		t.Fatalf("after close: ack floor %d, ack pending %d; want 0, 1 (not acked)", info.AckFloor.Stream, info.NumAckPending)
+	}
+
+	got := make(chan string, 4)
+	runRouter(t, time.Second, e.topic, e.subscriber(t, cfg), func(m *message.Message) error {
+		got <- m.UUID + "|" + string(m.Payload)
+		return nil
+	})
+	select {
+	case g := <-got:
+		if g != "inflight|p" {
+			t.Fatalf("redelivered %q, want inflight|p", g)
+		}
+		if d := time.Since(closedAt); d < 500*time.Millisecond {
+			t.Errorf("redelivered after %s, expected about AckWait (1s)", d)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("message not redelivered after close")
+	}
+	natstest.Eventually(t, 5*time.Second, func() bool {
+		i := e.consumerInfo(t, name)
+		return i.AckFloor.Stream == 1 && i.NumAckPending == 0
+	}, "redelivered message acked")
+}
+
+// watermill-nats' DefaultUnmarshaler fails on a multi-valued header and its
+// subscriber then crashes; jsq's keeps the first value and marks the message.
+func TestMalformedHeadersAndMissingUUID(t *testing.T) {
+	e := setup(t)
+	sub := e.subscriber(t, jsq.SubscriberConfig{NakDelay: staticDelay(10 * time.Millisecond)})
+	type seen struct {
+		uuid string
+		md   message.Metadata
+	}
+	got := make(chan seen, 10)
+	var calls atomic.Int32
+	runRouter(t, time.Second, e.topic, sub, func(m *message.Message) error {
+		got <- seen{m.UUID, m.Metadata}
+		if m.Metadata.Get("k") == "no-uuid" && calls.Add(1) == 1 {
+			return errors.New("again") // redelivery must keep the derived UUID
+		}
+		return nil
+	})
+
+	multi := nats.NewMsg(e.topic)
+	multi.Header.Set(jsq.UUIDHeader, "multi")
+	multi.Header.Add("X", "first")
+	multi.Header.Add("X", "second")
+	multi.Header.Set("Nats-Msg-Id", "dedupe-1")
+	if _, err := e.js.PublishMsg(ctx(t), multi); err != nil {
+		t.Fatal(err)
+	}
+	s := <-got
+	if s.uuid != "multi" || s.md.Get("X") != "first" || s.md.Get(jsq.MetaMalformed) == "" {
+		t.Fatalf("multi-valued header: uuid %q metadata %v", s.uuid, s.md)
+	}
+	if _, ok := s.md["Nats-Msg-Id"]; ok {
+		t.Fatalf("reserved header became metadata: %v", s.md)
+	}
+
+	bare := nats.NewMsg(e.topic)
+	bare.Header.Set("k", "no-uuid")
+	if _, err := e.js.PublishMsg(ctx(t), bare); err != nil {
+		t.Fatal(err)
+	}
+	first, second := <-got, <-got
+	if first.uuid == "" || first.uuid != second.uuid {
+		t.Fatalf("derived UUIDs %q, %q: want equal and non-empty", first.uuid, second.uuid)
+	}
+	if _, ok := first.md[jsq.MetaMalformed]; ok {
+		t.Fatalf("message without UUID marked malformed: %v", first.md)
+	}
+}
+
+// Concurrency loops handle that many messages at once, and nothing more is
+// delivered (prefetched) while they are busy.
+func TestConcurrencyNoPrefetch(t *testing.T) {
+	e := setup(t)
+	sub := e.subscriber(t, jsq.SubscriberConfig{Concurrency: 3})
+	var inflight, peak atomic.Int32
+	release := make(chan struct{})
+	runRouter(t, time.Second, e.topic, sub, func(m *message.Message) error {
+		n := inflight.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		<-release
+		inflight.Add(-1)
+		return nil
+	})
+	for i := range 6 {
+		if err := e.pub.Publish(e.topic, message.NewMessage(watermill.NewUUID(), []byte{byte(i)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := jsq.DefaultConsumerName(e.topic)
+	natstest.Eventually(t, 10*time.Second, func() bool { return inflight.Load() == 3 }, "3 handlers in flight")
+	info := e.consumerInfo(t, name)
+	if info.NumAckPending != 3 || info.NumPending != 3 {
+		t.Fatalf("with 3 in flight: ack pending %d, pending %d; want 3, 3 (nothing prefetched)", info.NumAckPending, info.NumPending)
+	}
+	close(release)
+	natstest.Eventually(t, 10*time.Second, func() bool { return e.consumerInfo(t, name).AckFloor.Stream == 6 }, "all acked")
+	if p := peak.Load(); p != 3 {
+		t.Fatalf("peak concurrency %d, want 3", p)
+	}
+}
+
+func TestPublisherErrors(t *testing.T) {
+	e := setup(t)
+	missing := natstest.Name(t, "missing")
+	start := time.Now()
+	err := e.pub.PublishContext(ctx(t), missing, message.NewMessage("x", nil))
+	if err == nil || !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		t.Fatalf("publish to missing stream: err = %v, want ErrNoStreamResponse", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Fatalf("publish to missing stream took %s", d)
+	}
+	if err := e.pub.Publish("a.b", message.NewMessage("x", nil)); !errors.Is(err, jsq.ErrInvalidTopic) {
+		t.Fatalf("topic with '.': err = %v, want ErrInvalidTopic", err)
+	}
+	bad := message.NewMessage("x", nil)
+	bad.Metadata.Set("a/b", "v")
+	if err := e.pub.Publish(e.topic, bad); err == nil {
+		t.Fatal("publish with invalid header key succeeded")
+	}
+	_ = e.pub.Close()
+	if err := e.pub.Publish(e.topic, message.NewMessage("x", nil)); !errors.Is(err, jsq.ErrPublisherClosed) {
+		t.Fatalf("after Close: err = %v", err)
+	}
+	if _, err := jsq.NewPublisher(jsq.PublisherConfig{}); !errors.Is(err, jsq.ErrInvalidConfig) {
+		t.Fatalf("empty config: err = %v", err)
+	}
+	if _, err := jsq.NewSubscriber(jsq.SubscriberConfig{URL: e.url, AckWait: time.Millisecond}); !errors.Is(err, jsq.ErrInvalidConfig) {
+		t.Fatalf("AckWait 1ms: err = %v", err)
+	}
+}
+
+func TestValidateTopic(t *testing.T) {
+	for topic, ok := range map[string]bool{
+		"orders": true, "floodgate_retry": true, "a-b_C9": true,
+		"": false, "a.b": false, "a*": false, "a>": false, "a b": false, "a/b": false, `a\b`: false,
+	} {
+		if err := jsq.ValidateTopic(topic); (err == nil) != ok {
+			t.Errorf("ValidateTopic(%q) = %v, want ok=%v", topic, err, ok)
+		}
+	}
+}
+
+func TestValidHeaderKey(t *testing.T) {
+	for k, ok := range map[string]bool{
+		"floodgate_attempt": true, "X-Trace": true, "a.b": true,
+		"": false, "a b": false, "a:b": false, "a/b": false, "é": false, "a\nb": false,
+	} {
+		if got := jsq.ValidHeaderKey(k); got != ok {
+			t.Errorf("ValidHeaderKey(%q) = %v, want %v", k, got, ok)
+		}
+	}
+}
+
+func TestExponentialDelay(t *testing.T) {
+	d := jsq.ExponentialDelay{Base: time.Second, Max: 10 * time.Second}
+	for n, want := range map[uint64]time.Duration{0: time.Second, 1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second, 4: 8 * time.Second, 5: 10 * time.Second, 1000: 10 * time.Second} {
+		if got := d.WaitTime(n); got != want {
+			t.Errorf("WaitTime(%d) = %s, want %s", n, got, want)
+		}
+	}
+	if got := (jsq.ExponentialDelay{}).WaitTime(1); got != 500*time.Millisecond {
+		t.Errorf("zero value WaitTime(1) = %s, want 500ms", got)
+	}
+}
+
+// A handler that finishes within CloseGrace after the subscription ended is
+// acked: no redelivery, no duplicate. Its context stays alive meanwhile.
+func TestCloseGraceAcksFinishingHandler(t *testing.T) {
+	e := setup(t)
+	sub := e.subscriber(t, jsq.SubscriberConfig{AckWait: 2 * time.Second, CloseGrace: time.Second})
+	c, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := sub.Subscribe(c, e.topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.pub.Publish(e.topic, message.NewMessage("graceful", nil)); err != nil {
+		t.Fatal(err)
+	}
+	m := <-ch
+	cancel() // the router closes
+	if err := m.Context().Err(); err != nil {
+		t.Fatalf("message context cancelled within the grace: %v", err)
+	}
+	m.Ack()
+	for range ch { // closed once the loop settled the message
+	}
+	info := e.consumerInfo(t, jsq.DefaultConsumerName(e.topic))
+	if info.AckFloor.Stream != 1 || info.NumAckPending != 0 {
+		t.Fatalf("ack floor %d, ack pending %d; want 1, 0 (acked within the grace)", info.AckFloor.Stream, info.NumAckPending)
+	}
+}
+
+func staticDelay(d time.Duration) func(uint64) time.Duration {
+	return func(uint64) time.Duration { return d }
+}

@@ -1,0 +1,334 @@
+package jsq
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrSubscriberClosed is returned by [Subscriber.Subscribe] after
+// [Subscriber.Close].
+var ErrSubscriberClosed = errors.New("jsq: subscriber closed")
+
+// SubscriberConfig configures [NewSubscriber].
+type SubscriberConfig struct {
+	// URL is the NATS server. The subscriber opens its own connection and
+	// closes it in Close, after its acks are sent.
+	// Required.
+	URL string
+	// ConnectOptions are used when connecting, after this package's defaults
+	// (reconnect forever, 100 ms between attempts).
+	// Optional.
+	ConnectOptions []nats.Option
+	// ConsumerName names the durable consumer for a topic. It must return a
+	// valid consumer name (no '.', '*', '>', whitespace).
+	// Optional. Default [DefaultConsumerName].
+	ConsumerName func(topic string) string
+	// AckWait is how long the server waits for the ack of a delivered
+	// message before redelivering it, and how long the subscriber waits for
+	// the handler's ack or nack before giving up on the message (sending
+	// nothing and cancelling its context). Handler deadlines must be well
+	// below it.
+	// Optional. Default 30s. Valid range >= 1s.
+	AckWait time.Duration
+	// MaxAckPending bounds the messages delivered and not yet acked on the
+	// consumer, across all subscribers of it; -1 means unlimited.
+	// Optional. Default 1000 (the server's default). Valid range -1 or >= 1.
+	MaxAckPending int
+	// Concurrency is the number of pull loops per Subscribe, each fetching
+	// and handling one message at a time: the number of messages in
+	// handlers at once.
+	// Optional. Default 1. Valid range 1..1024.
+	Concurrency int
+	// NakDelay gives the redelivery delay after a nack of a message on its
+	// deliveries-th delivery (1 for the first).
+	// Optional. Default [ExponentialDelay]{}.WaitTime (500ms doubling to 30s).
+	NakDelay func(deliveries uint64) time.Duration
+	// CloseGrace is how long a message already handed to the handler may
+	// still be acked or nacked after the subscription's context is done or
+	// Close is called. Within it the handler runs on undisturbed and its ack
+	// is sent; after it the subscriber gives up (no ack: the server
+	// redelivers after AckWait) and cancels the message's context.
+	// Optional. Default 2s; a negative value means none. Valid range < AckWait.
+	CloseGrace time.Duration
+	// FetchWait is how long one pull request waits for a message before the
+	// loop asks again.
+	// Optional. Default 5s. Valid range 100ms..AckWait.
+	FetchWait time.Duration
+	// Logger receives errors of fetches, acks and naks.
+	// Optional. Default watermill.NopLogger.
+	Logger watermill.LoggerAdapter
+}
+
+func (c *SubscriberConfig) setDefaults() {
+	if c.ConsumerName == nil {
+		c.ConsumerName = DefaultConsumerName
+	}
+	if c.AckWait == 0 {
+		c.AckWait = 30 * time.Second
+	}
+	if c.MaxAckPending == 0 {
+		c.MaxAckPending = 1000
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 1
+	}
+	if c.NakDelay == nil {
+		c.NakDelay = ExponentialDelay{}.WaitTime
+	}
+	switch {
+	case c.CloseGrace == 0:
+		c.CloseGrace = min(2*time.Second, c.AckWait/2)
+	case c.CloseGrace < 0:
+		c.CloseGrace = 0
+	}
+	if c.FetchWait == 0 {
+		c.FetchWait = min(5*time.Second, c.AckWait)
+	}
+	if c.Logger == nil {
+		c.Logger = watermill.NopLogger{}
+	}
+}
+
+// Validate reports the first invalid field, wrapping [ErrInvalidConfig].
+func (c SubscriberConfig) Validate() error {
+	switch {
+	case c.URL == "":
+		return fmt.Errorf("%w: URL is required", ErrInvalidConfig)
+	case c.AckWait < time.Second:
+		return fmt.Errorf("%w: AckWait must be >= 1s, got %s", ErrInvalidConfig, c.AckWait)
+	case c.MaxAckPending < -1:
+		return fmt.Errorf("%w: MaxAckPending must be -1 or >= 1, got %d", ErrInvalidConfig, c.MaxAckPending)
+	case c.Concurrency < 1 || c.Concurrency > 1024:
+		return fmt.Errorf("%w: Concurrency must be in 1..1024, got %d", ErrInvalidConfig, c.Concurrency)
+	case c.CloseGrace >= c.AckWait:
+		return fmt.Errorf("%w: CloseGrace must be < AckWait (%s), got %s", ErrInvalidConfig, c.AckWait, c.CloseGrace)
+	case c.FetchWait < 100*time.Millisecond || c.FetchWait > c.AckWait:
+		return fmt.Errorf("%w: FetchWait must be in 100ms..AckWait (%s), got %s", ErrInvalidConfig, c.AckWait, c.FetchWait)
+	}
+	return nil
+}
+
+// DefaultConsumerName is the default durable consumer name for a topic:
+// "floodgate__" + topic.
+func DefaultConsumerName(topic string) string { return "floodgate__" + topic }
+
+// consumerConfig requires defaults set.
+func (c SubscriberConfig) consumerConfig(topic string) jetstream.ConsumerConfig {
+	name := c.ConsumerName(topic)
+	return jetstream.ConsumerConfig{
+		Name:          name,
+		Durable:       name,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckWait:       c.AckWait,
+		MaxDeliver:    -1,
+		MaxAckPending: c.MaxAckPending,
+	}
+}
+
+// ConsumerConfig returns the durable consumer [Subscriber.Subscribe] creates
+// or updates for topic: explicit ack, deliver all, MaxDeliver unlimited (a
+// nacked or expired message is redelivered forever: giving up is
+// floodgate's dead-letter decision, not the broker's), the configured
+// AckWait and MaxAckPending.
+func (c SubscriberConfig) ConsumerConfig(topic string) jetstream.ConsumerConfig {
+	c.setDefaults()
+	return c.consumerConfig(topic)
+}
+
+// Subscriber is a Watermill subscriber on JetStream for at-least-once
+// delivery, as the package doc describes. Subscribe creates the topic's
+// stream (file storage) and durable consumer if missing; Close never
+// deletes them. It is safe for concurrent use.
+type Subscriber struct {
+	cfg SubscriberConfig
+	nc  *nats.Conn
+	js  jetstream.JetStream
+
+	mu      sync.Mutex
+	closed  bool
+	closing chan struct{}
+	loops   sync.WaitGroup
+}
+
+// NewSubscriber connects and returns a [Subscriber]. It returns an error
+// wrapping "invalid config" and [ErrInvalidConfig], or the connection error.
+func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid config: %w", err)
+	}
+	nc, err := Connect(cfg.URL, cfg.ConnectOptions...)
+	if err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("jsq: jetstream: %w", err)
+	}
+	return &Subscriber{cfg: cfg, nc: nc, js: js, closing: make(chan struct{})}, nil
+}
+
+// Subscribe creates the topic's stream and durable consumer if missing and
+// starts [SubscriberConfig.Concurrency] pull loops on it. The returned
+// channel is closed once ctx is done or the subscriber closed, and every
+// loop finished (acks of handled messages sent). It returns an error
+// wrapping [ErrInvalidTopic], [ErrSubscriberClosed], or the stream or
+// consumer error.
+func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
+	if err := ValidateTopic(topic); err != nil {
+		return nil, err
+	}
+	st, err := EnsureStream(ctx, s.js, topic)
+	if err != nil {
+		return nil, err
+	}
+	cons, err := st.CreateOrUpdateConsumer(ctx, s.cfg.consumerConfig(topic))
+	if err != nil {
+		return nil, fmt.Errorf("jsq: consumer for %q: %w", topic, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrSubscriberClosed
+	}
+	// stop is done when ctx is done or the subscriber closes.
+	stop, cancel := context.WithCancel(ctx)
+	out := make(chan *message.Message)
+	var wg sync.WaitGroup
+	for range s.cfg.Concurrency {
+		wg.Go(func() { s.loop(stop, cons, topic, out) })
+	}
+	s.loops.Add(1)
+	go func() {
+		select {
+		case <-stop.Done():
+		case <-s.closing:
+			cancel()
+		}
+		wg.Wait()
+		cancel()
+		close(out) // no loop sends any more
+		s.loops.Done()
+	}()
+	return out, nil
+}
+
+// loop fetches one message at a time and hands it over until stop is done.
+func (s *Subscriber) loop(stop context.Context, cons jetstream.Consumer, topic string, out chan<- *message.Message) {
+	failures := 0
+	for stop.Err() == nil {
+		fctx, cancel := context.WithTimeout(stop, s.cfg.FetchWait)
+		batch, err := cons.Fetch(1, jetstream.FetchContext(fctx))
+		if err == nil {
+			for jm := range batch.Messages() {
+				s.handle(stop, jm, out)
+			}
+			err = batch.Error()
+		}
+		cancel()
+		if err == nil || errors.Is(err, context.DeadlineExceeded) || stop.Err() != nil {
+			failures = 0
+			continue
+		}
+		// Server gone, consumer missing, ...: log and back off up to 1 s.
+		failures++
+		s.cfg.Logger.Error("jsq: fetch", err, watermill.LogFields{"topic": topic})
+		t := time.NewTimer(min(time.Duration(failures)*100*time.Millisecond, time.Second))
+		select {
+		case <-stop.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// handle hands one message to the router and settles it: ack after Ack,
+// delayed nak after Nack, nothing on AckWait or close (see package doc).
+func (s *Subscriber) handle(stop context.Context, jm jetstream.Msg, out chan<- *message.Message) {
+	wm := Unmarshal(jm)
+	// The message context survives stop for CloseGrace, so a handler that
+	// is nearly done can finish and be acked.
+	mctx, cancel := context.WithCancel(context.WithoutCancel(stop))
+	defer cancel()
+	wm.SetContext(mctx)
+	fields := watermill.LogFields{"message_uuid": wm.UUID, "subject": jm.Subject()}
+
+	select {
+	case out <- wm:
+	case <-stop.Done():
+		return // never handed over, never acked: redelivered after AckWait
+	}
+
+	ackWait := time.NewTimer(s.cfg.AckWait)
+	defer ackWait.Stop()
+	var grace <-chan time.Time
+	stopped := stop.Done()
+	for {
+		select {
+		case <-wm.Acked():
+			actx, acancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := jm.DoubleAck(actx)
+			acancel()
+			if err != nil {
+				s.cfg.Logger.Error("jsq: ack not confirmed; the server will redeliver", err, fields)
+			}
+			return
+		case <-wm.Nacked():
+			var deliveries uint64 = 1
+			if md, err := jm.Metadata(); err == nil {
+				deliveries = md.NumDelivered
+			}
+			if err := jm.NakWithDelay(s.cfg.NakDelay(deliveries)); err != nil {
+				s.cfg.Logger.Error("jsq: nak not sent; the server will redeliver after AckWait", err, fields)
+			}
+			return
+		case <-ackWait.C:
+			s.cfg.Logger.Info("jsq: handler exceeded AckWait; giving up, the server will redeliver", fields)
+			return
+		case <-stopped:
+			stopped = nil
+			t := time.NewTimer(s.cfg.CloseGrace)
+			defer t.Stop()
+			grace = t.C
+		case <-grace:
+			return // closing: not acked, redelivered after AckWait
+		}
+	}
+}
+
+// SubscribeInitialize creates the topic's stream ([StreamConfig]) if it is
+// missing, waiting at most 10 s.
+func (s *Subscriber) SubscribeInitialize(topic string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := EnsureStream(ctx, s.js, topic)
+	return err
+}
+
+// Close stops all pull loops, lets messages in handlers be acked within
+// [SubscriberConfig.CloseGrace] (the rest are not acked and are redelivered
+// after AckWait), waits for the loops, and closes the connection. It is
+// safe to call more than once.
+func (s *Subscriber) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	close(s.closing)
+	s.mu.Unlock()
+	s.loops.Wait()
+	s.nc.Close()
+	return nil
+}

@@ -1,0 +1,122 @@
+// Package natstest holds test helpers for code that talks to NATS JetStream:
+// a server URL (an external server named by the NATS_URL environment
+// variable, or an embedded one started for the test), connections closed at
+// the end of the test, unique stream names, and a polling helper that waits
+// for a condition with a deadline instead of sleeping a fixed time.
+package natstest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate-go/floodgate/internal/natsserver"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// EnvURL is the environment variable naming an external NATS server with
+// JetStream that [URL] uses instead of starting an embedded one.
+const EnvURL = "NATS_URL"
+
+// URL returns the URL of a NATS server with JetStream for the test: the value
+// of NATS_URL if set, otherwise an embedded server (file storage in a
+// temporary directory) shut down when the test ends.
+func URL(t testing.TB) string {
+	t.Helper()
+	if u := os.Getenv(EnvURL); u != "" {
+		return u
+	}
+	return Server(t).ClientURL()
+}
+
+// Server starts an embedded NATS server with JetStream for tests that must
+// control the server itself (stop, restart). It ignores NATS_URL. The server
+// is shut down and its store removed when the test ends.
+func Server(t testing.TB) *natsserver.Server {
+	t.Helper()
+	s, err := natsserver.Start(natsserver.Options{})
+	if err != nil {
+		t.Fatalf("natstest: start embedded NATS server: %v", err)
+	}
+	t.Cleanup(s.Shutdown)
+	return s
+}
+
+// Conn connects to url and closes the connection when the test ends. The
+// connection reconnects forever, waiting 50 ms between attempts, so it
+// survives a server restart within the test.
+func Conn(t testing.TB, url string) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(url,
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(50*time.Millisecond),
+		nats.Name(t.Name()),
+	)
+	if err != nil {
+		t.Fatalf("natstest: connect %s: %v", url, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// JetStream returns a JetStream context on nc.
+func JetStream(t testing.TB, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("natstest: jetstream: %v", err)
+	}
+	return js
+}
+
+var seq atomic.Uint64
+
+// Name returns a name unique within the process, usable as a stream, subject,
+// consumer or Watermill topic name: prefix, the test name and a counter, with
+// every character outside [A-Za-z0-9_-] replaced by '_'. Tests use it so
+// runs against a shared external server do not collide.
+func Name(t testing.TB, prefix string) string {
+	n := fmt.Sprintf("%s_%s_%d_%d", prefix, t.Name(), os.Getpid(), seq.Add(1))
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
+			return r
+		}
+		return '_'
+	}, n)
+}
+
+// Eventually polls cond every 10 ms until it returns true, and fails the
+// test with msg if it has not within timeout. cond runs on the calling
+// goroutine.
+func Eventually(t testing.TB, timeout time.Duration, cond func() bool, msg string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("natstest: condition not met within %s: %s", timeout, fmt.Sprintf(msg, args...))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// DeleteStreams deletes the named streams when the test ends (best effort),
+// so tests against an external server leave nothing behind. Register it
+// after [Conn] so it runs before the connection closes.
+func DeleteStreams(t testing.TB, js jetstream.JetStream, names ...string) {
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		for _, n := range names {
+			_ = js.DeleteStream(ctx, n)
+		}
+	})
+}

@@ -1,0 +1,150 @@
+package retryqueue
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/floodgate-go/floodgate/internal/jsq"
+)
+
+// Clock tells the time. [Config.Clock] takes it so tests can fix time.
+type Clock interface {
+	Now() time.Time
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// ContextPublisher is a Publisher whose publish is bounded by a context.
+// When [Config.Publisher] implements it (the JetStream publisher of this
+// module does), the queue calls PublishContext with its publish timeout;
+// otherwise it calls Publish and stops waiting at the timeout.
+type ContextPublisher interface {
+	PublishContext(ctx context.Context, topic string, messages ...*message.Message) error
+}
+
+// Config configures [New].
+type Config struct {
+	// Publisher publishes diverted messages and dead letters. It must return
+	// nil only after the broker confirmed the publish (a JetStream PubAck),
+	// or the at-least-once guarantee is lost.
+	// Required.
+	Publisher message.Publisher
+	// RetryTopic is the topic (JetStream stream and subject) of the retry
+	// queue. It must be a valid stream name (no '.', '*', '>', '/', '\\',
+	// whitespace).
+	// Optional. Default "floodgate_retry".
+	RetryTopic string
+	// DeadLetterTopic is the topic (JetStream stream and subject) of the dead
+	// letters, with the same rules as RetryTopic, and different from it.
+	// Optional. Default "floodgate_dead".
+	DeadLetterTopic string
+	// PublishTimeout bounds each diversion or dead-letter publish, measured
+	// from the call and independent of the caller's context, which may
+	// already be cancelled.
+	// Optional. Default 5s. Valid range > 0.
+	PublishTimeout time.Duration
+	// MaxAttempts is the number of failed delivery attempts after which a
+	// message is dead-lettered instead of diverted ([DeadReasonMaxAttempts]).
+	// Optional. Default 10. Valid range >= 1.
+	MaxAttempts int
+	// MaxAge is how long after its first diversion a message is
+	// dead-lettered instead of diverted again ([DeadReasonMaxAge]).
+	// Optional. Default 72h. Valid range > 0.
+	MaxAge time.Duration
+	// Backoff returns how long after its attempt-th failed delivery
+	// (attempt >= 1) a message is not eligible for the drain
+	// ([MetaNotBefore]). It must be a pure function of attempt.
+	// Optional. Default [DefaultBackoff]: 1s doubling to at most 5m.
+	Backoff func(attempt int) time.Duration
+	// MaxErrorLen is the maximum length in bytes of [MetaLastError].
+	// Optional. Default 512. Valid range >= 16.
+	MaxErrorLen int
+	// Clock gives the time stamped into the metadata and compared with
+	// MaxAge and [MetaNotBefore].
+	// Optional. Default the wall clock.
+	Clock Clock
+}
+
+func (c *Config) setDefaults() {
+	if c.RetryTopic == "" {
+		c.RetryTopic = "floodgate_retry"
+	}
+	if c.DeadLetterTopic == "" {
+		c.DeadLetterTopic = "floodgate_dead"
+	}
+	if c.PublishTimeout == 0 {
+		c.PublishTimeout = 5 * time.Second
+	}
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = 10
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = 72 * time.Hour
+	}
+	if c.Backoff == nil {
+		c.Backoff = DefaultBackoff
+	}
+	if c.MaxErrorLen == 0 {
+		c.MaxErrorLen = 512
+	}
+	if c.Clock == nil {
+		c.Clock = wallClock{}
+	}
+}
+
+// Validate reports the first invalid field, wrapping [ErrInvalidConfig]. It
+// expects defaults to be set for the optional fields it checks.
+func (c Config) Validate() error {
+	switch {
+	case c.Publisher == nil:
+		return fmt.Errorf("%w: Publisher is required", ErrInvalidConfig)
+	case c.PublishTimeout < 0:
+		return fmt.Errorf("%w: PublishTimeout must be > 0, got %s", ErrInvalidConfig, c.PublishTimeout)
+	case c.MaxAttempts < 1:
+		return fmt.Errorf("%w: MaxAttempts must be >= 1, got %d", ErrInvalidConfig, c.MaxAttempts)
+	case c.MaxAge < 0:
+		return fmt.Errorf("%w: MaxAge must be > 0, got %s", ErrInvalidConfig, c.MaxAge)
+	case c.MaxErrorLen < 16 && c.MaxErrorLen != 0:
+		return fmt.Errorf("%w: MaxErrorLen must be >= 16, got %d", ErrInvalidConfig, c.MaxErrorLen)
+	case c.RetryTopic != "" && c.RetryTopic == c.DeadLetterTopic:
+		return fmt.Errorf("%w: RetryTopic and DeadLetterTopic must differ, both %q", ErrInvalidConfig, c.RetryTopic)
+	}
+	if c.RetryTopic != "" {
+		if err := jsq.ValidateTopic(c.RetryTopic); err != nil {
+			return fmt.Errorf("%w: RetryTopic: %w", ErrInvalidConfig, err)
+		}
+	}
+	if c.DeadLetterTopic != "" {
+		if err := jsq.ValidateTopic(c.DeadLetterTopic); err != nil {
+			return fmt.Errorf("%w: DeadLetterTopic: %w", ErrInvalidConfig, err)
+		}
+	}
+	return nil
+}
+
+// DefaultBackoff is the default [Config.Backoff]: 1s after the first failed
+// attempt, doubling with each further one, capped at 5m (1s, 2s, 4s, ...,
+// 256s, 5m, 5m, ...). No jitter: spreading is left to the drain's rate
+// limit. Attempts < 1 give 0.
+func DefaultBackoff(attempt int) time.Duration {
+	return ExponentialBackoff(time.Second, 5*time.Minute)(attempt)
+}
+
+// ExponentialBackoff returns a backoff of base·2^(attempt-1) capped at
+// maxDelay, and 0 for attempt < 1. It never overflows.
+func ExponentialBackoff(base, maxDelay time.Duration) func(attempt int) time.Duration {
+	return func(attempt int) time.Duration {
+		if attempt < 1 || base <= 0 {
+			return 0
+		}
+		d := base
+		for i := 1; i < attempt && d < maxDelay; i++ {
+			d *= 2
+		}
+		return min(d, maxDelay)
+	}
+}

@@ -1,0 +1,20 @@
+package retryqueue
+
+import "errors"
+
+var (
+	// ErrInvalidConfig is wrapped by [New] and [NewDrainer] when a field is
+	// out of range; the message names the field and the allowed range.
+	ErrInvalidConfig = errors.New("retryqueue: invalid config")
+	// ErrInvalidReason is returned by [Queue.Divert] for a [Reason] that is
+	// not one of the Reason constants.
+	ErrInvalidReason = errors.New("retryqueue: invalid reason")
+	// ErrPublish is wrapped by [Queue.Divert] and [Queue.DeadLetter] when the
+	// publish was not confirmed by the broker within the publish timeout.
+	// The message may or may not have been stored; the caller must not ack
+	// the source message (it nacks it, so it is redelivered).
+	ErrPublish = errors.New("retryqueue: publish not confirmed")
+	// ErrMalformed is the cause recorded (in [MetaLastError]) on a message
+	// dead-lettered because its floodgate metadata could not be parsed.
+	ErrMalformed = errors.New("retryqueue: malformed metadata")
+)

@@ -1,0 +1,212 @@
+package retryqueue
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/floodgate-go/floodgate/internal/jsq"
+)
+
+// Queue diverts messages to the retry topic and dead-letters them. It never
+// acks or nacks a message: it returns nil only once the copy is confirmed
+// stored, and the caller then acks the source (or nacks it on an error). It
+// is safe for concurrent use.
+type Queue struct {
+	cfg Config
+
+	diverted     atomic.Uint64
+	deadLettered atomic.Uint64
+	failed       atomic.Uint64
+}
+
+// QueueStats are a [Queue]'s counters since [New].
+type QueueStats struct {
+	// Diverted counts diversions the broker confirmed.
+	Diverted uint64
+	// DeadLettered counts dead letters the broker confirmed, including those
+	// Divert made instead of a diversion.
+	DeadLettered uint64
+	// PublishErrors counts diversions and dead letters not confirmed (the
+	// caller nacked the source; some may still have been stored).
+	PublishErrors uint64
+}
+
+// New returns a [Queue]. It returns an error wrapping "invalid config" and
+// [ErrInvalidConfig] naming the field and its allowed range.
+func New(cfg Config) (*Queue, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid config: %w", err)
+	}
+	return &Queue{cfg: cfg}, nil
+}
+
+// RetryTopic returns the retry topic (and stream) name.
+func (q *Queue) RetryTopic() string { return q.cfg.RetryTopic }
+
+// DeadLetterTopic returns the dead-letter topic (and stream) name.
+func (q *Queue) DeadLetterTopic() string { return q.cfg.DeadLetterTopic }
+
+// Stats returns the counters.
+func (q *Queue) Stats() QueueStats {
+	return QueueStats{
+		Diverted:      q.diverted.Load(),
+		DeadLettered:  q.deadLettered.Load(),
+		PublishErrors: q.failed.Load(),
+	}
+}
+
+// Divert publishes a copy of msg to the retry topic and returns nil once the
+// broker confirmed it; the caller then acks msg. The copy keeps msg's UUID,
+// payload and metadata (except [jsq.Reserved] keys) and sets:
+//   - [MetaAttempt]: incremented for [ReasonFailure] only (a message rejected
+//     by the breaker was not attempted); 0 if absent otherwise;
+//   - [MetaReason], [MetaDivertedAt], [MetaDiversions] (incremented);
+//   - [MetaOriginalTopic]: kept if present, else the topic msg was consumed
+//     from ([message.SubscribeTopicFromCtx]);
+//   - [MetaFirstDivertedAt]: kept if present, else now;
+//   - for [ReasonFailure]: [MetaLastError] from cause (truncated to
+//     [Config.MaxErrorLen]) and [MetaNotBefore] = now + [Config.Backoff].
+//
+// Instead of diverting, it dead-letters msg (see [Queue.DeadLetter]) when
+// its metadata is malformed ([Queue.Malformed], [DeadReasonMalformed]), when
+// the attempt reaches [Config.MaxAttempts] ([DeadReasonMaxAttempts]), or when
+// [Config.MaxAge] has passed since the first diversion ([DeadReasonMaxAge]).
+// Either way a nil error means a durable copy exists.
+//
+// The publish uses its own timeout, [Config.PublishTimeout], on a context
+// detached from ctx's cancellation (ctx may be a handler's cancelled
+// context; its values are kept). If the publish is not confirmed it returns
+// an error wrapping [ErrPublish]; the caller must nack msg. It returns
+// [ErrInvalidReason] for an unknown reason.
+func (q *Queue) Divert(ctx context.Context, msg *message.Message, reason Reason, cause error) error {
+	if !reason.Valid() {
+		return fmt.Errorf("%w: %q", ErrInvalidReason, reason)
+	}
+	if why, bad := q.Malformed(msg); bad {
+		return q.deadLetter(ctx, msg, DeadReasonMalformed, fmt.Errorf("%w: %s", ErrMalformed, why))
+	}
+	now := q.cfg.Clock.Now()
+	attempt := Attempt(msg)
+	if reason == ReasonFailure {
+		attempt++
+	}
+	first := now
+	if t, err := time.Parse(TimeFormat, msg.Metadata.Get(MetaFirstDivertedAt)); err == nil {
+		first = t
+	}
+	diversions, _ := strconv.Atoi(msg.Metadata.Get(MetaDiversions))
+
+	c := q.copy(msg)
+	c.Metadata.Set(MetaAttempt, strconv.Itoa(attempt))
+	c.Metadata.Set(MetaReason, string(reason))
+	c.Metadata.Set(MetaFirstDivertedAt, formatTime(first))
+	c.Metadata.Set(MetaDivertedAt, formatTime(now))
+	c.Metadata.Set(MetaDiversions, strconv.Itoa(diversions+1))
+	if reason == ReasonFailure {
+		if cause != nil {
+			c.Metadata.Set(MetaLastError, truncate(cause.Error(), q.cfg.MaxErrorLen))
+		}
+		c.Metadata.Set(MetaNotBefore, formatTime(now.Add(q.cfg.Backoff(attempt))))
+	}
+
+	switch {
+	case reason == ReasonFailure && attempt >= q.cfg.MaxAttempts:
+		return q.deadLetter(ctx, c, DeadReasonMaxAttempts, nil)
+	case now.Sub(first) >= q.cfg.MaxAge:
+		return q.deadLetter(ctx, c, DeadReasonMaxAge, nil)
+	}
+	if err := q.publish(ctx, q.cfg.RetryTopic, c); err != nil {
+		return err
+	}
+	q.diverted.Add(1)
+	return nil
+}
+
+// DeadLetter publishes a copy of msg to the dead-letter topic and returns nil
+// once the broker confirmed it; the caller then acks msg. Dead letters are
+// never redelivered automatically. The copy keeps msg's UUID, payload and
+// metadata (its history: attempt, first_diverted_at, last_error, ...) and
+// sets [MetaDeadReason] = reason, [MetaDeadAt], [MetaOriginalTopic] (as
+// [Queue.Divert]) and, if cause is not nil, [MetaLastError]. Metadata keys
+// that cannot travel as NATS headers are left out and listed in
+// [MetaDroppedKeys], so a malformed message can always be dead-lettered.
+//
+// Like Divert it publishes with its own timeout, detached from ctx's
+// cancellation, and returns an error wrapping [ErrPublish] if the publish
+// was not confirmed; the caller must then nack msg.
+func (q *Queue) DeadLetter(ctx context.Context, msg *message.Message, reason string, cause error) error {
+	return q.deadLetter(ctx, msg, reason, cause)
+}
+
+func (q *Queue) deadLetter(ctx context.Context, msg *message.Message, reason string, cause error) error {
+	c := q.copy(msg)
+	var dropped []string
+	for k := range c.Metadata {
+		if !jsq.ValidHeaderKey(k) {
+			dropped = append(dropped, strconv.Quote(k))
+			delete(c.Metadata, k)
+		}
+	}
+	if len(dropped) > 0 {
+		sort.Strings(dropped)
+		c.Metadata.Set(MetaDroppedKeys, strings.Join(dropped, ","))
+	}
+	c.Metadata.Set(MetaDeadReason, reason)
+	c.Metadata.Set(MetaDeadAt, formatTime(q.cfg.Clock.Now()))
+	if cause != nil {
+		c.Metadata.Set(MetaLastError, truncate(cause.Error(), q.cfg.MaxErrorLen))
+	}
+	if err := q.publish(ctx, q.cfg.DeadLetterTopic, c); err != nil {
+		return err
+	}
+	q.deadLettered.Add(1)
+	return nil
+}
+
+// copy returns a copy of msg (UUID, payload, metadata without reserved keys)
+// with MetaOriginalTopic set when it can be known.
+func (q *Queue) copy(msg *message.Message) *message.Message {
+	c := message.NewMessage(msg.UUID, msg.Payload)
+	for k, v := range msg.Metadata {
+		if !jsq.Reserved(k) {
+			c.Metadata.Set(k, v)
+		}
+	}
+	if c.Metadata.Get(MetaOriginalTopic) == "" {
+		if t := message.SubscribeTopicFromCtx(msg.Context()); t != "" {
+			c.Metadata.Set(MetaOriginalTopic, t)
+		}
+	}
+	return c
+}
+
+// publish publishes m to topic bounded by PublishTimeout on a context
+// detached from ctx's cancellation.
+func (q *Queue) publish(ctx context.Context, topic string, m *message.Message) error {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.cfg.PublishTimeout)
+	defer cancel()
+	var err error
+	if cp, ok := q.cfg.Publisher.(ContextPublisher); ok {
+		err = cp.PublishContext(pctx, topic, m)
+	} else {
+		done := make(chan error, 1)
+		go func() { done <- q.cfg.Publisher.Publish(topic, m) }()
+		select {
+		case err = <-done:
+		case <-pctx.Done():
+			err = pctx.Err()
+		}
+	}
+	if err != nil {
+		q.failed.Add(1)
+		return fmt.Errorf("%w: %s to %q: %w", ErrPublish, m.UUID, topic, err)
+	}
+	return nil
+}

@@ -1,0 +1,355 @@
+package retryqueue_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/floodgate-go/floodgate/internal/natstest"
+	"github.com/floodgate-go/floodgate/retryqueue"
+)
+
+var errOpen = errors.New("breaker: open")
+
+func ts(t time.Time) string { return t.UTC().Format(retryqueue.TimeFormat) }
+
+func TestDivertKeepsMessageAndAddsMetadata(t *testing.T) {
+	clock := newFakeClock()
+	e := newEnv(t, natstest.URL(t), func(c *retryqueue.Config) { c.Clock = clock })
+	msg := message.NewMessage("uuid-1", []byte("ISA*00*...~"))
+	msg.Metadata.Set("partner", "acme")
+	msg.Metadata.Set("Nats-Rollup", "sub") // reserved: must not reach the retry stream
+
+	// A cancelled handler context must not stop the diversion.
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := e.q.Divert(cancelled, msg, retryqueue.ReasonOpen, errOpen); err != nil {
+		t.Fatal(err)
+	}
+	got := streamMsgs(t, e.js, e.q.RetryTopic())
+	if len(got) != 1 {
+		t.Fatalf("retry stream has %d messages, want 1", len(got))
+	}
+	m := got[0]
+	if m.UUID != "uuid-1" || string(m.Payload) != "ISA*00*...~" {
+		t.Fatalf("diverted %q %q, want uuid-1 and the payload", m.UUID, m.Payload)
+	}
+	now := ts(clock.Now())
+	wantMeta(t, m, map[string]string{
+		"partner":                      "acme",
+		"Nats-Rollup":                  "<absent>",
+		retryqueue.MetaAttempt:         "0",
+		retryqueue.MetaReason:          "open",
+		retryqueue.MetaFirstDivertedAt: now,
+		retryqueue.MetaDivertedAt:      now,
+		retryqueue.MetaDiversions:      "1",
+		retryqueue.MetaLastError:       "<absent>",
+		retryqueue.MetaNotBefore:       "<absent>",
+		retryqueue.MetaDeadReason:      "<absent>",
+		retryqueue.MetaOriginalTopic:   "<absent>", // not consumed through a router here
+	})
+	if s := e.q.Stats(); s.Diverted != 1 || s.DeadLettered != 0 || s.PublishErrors != 0 {
+		t.Fatalf("stats = %+v", s)
+	}
+}
+
+// The attempt counts failed deliveries only: a rejection by the breaker was
+// not an attempt. Each step reads the message back from the stream, as the
+// drainer would.
+func TestAttemptIncrementsOnlyOnFailure(t *testing.T) {
+	clock := newFakeClock()
+	e := newEnv(t, natstest.URL(t), func(c *retryqueue.Config) { c.Clock = clock })
+	first := clock.Now()
+	steps := []struct {
+		reason    retryqueue.Reason
+		cause     error
+		attempt   string
+		lastErr   string
+		notBefore string
+	}{
+		{retryqueue.ReasonOpen, errOpen, "0", "<absent>", "<absent>"},
+		{retryqueue.ReasonFailure, errors.New("HTTP 503"), "1", "HTTP 503", ts(first.Add(10*time.Second + time.Second))},
+		{retryqueue.ReasonProbeLimit, errors.New("breaker: probe limit"), "1", "HTTP 503", ts(first.Add(10*time.Second + time.Second))},
+		{retryqueue.ReasonFailure, errors.New("timeout"), "2", "timeout", ts(first.Add(30*time.Second + 2*time.Second))},
+		{retryqueue.ReasonRamp, nil, "2", "timeout", ts(first.Add(30*time.Second + 2*time.Second))},
+	}
+	msg := message.NewMessage("uuid-2", []byte("p"))
+	msg.Metadata.Set(retryqueue.MetaOriginalTopic, "orders")
+	for i, s := range steps {
+		if err := e.q.Divert(context.Background(), msg, s.reason, s.cause); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		msg = last(t, e.js, e.q.RetryTopic())
+		wantMeta(t, msg, map[string]string{
+			retryqueue.MetaAttempt:         s.attempt,
+			retryqueue.MetaReason:          string(s.reason),
+			retryqueue.MetaLastError:       s.lastErr,
+			retryqueue.MetaNotBefore:       s.notBefore,
+			retryqueue.MetaFirstDivertedAt: ts(first),
+			retryqueue.MetaDivertedAt:      ts(clock.Now()),
+			retryqueue.MetaOriginalTopic:   "orders",
+		})
+		if got := msg.Metadata.Get(retryqueue.MetaDiversions); got != string(rune('1'+i)) {
+			t.Errorf("step %d: diversions = %q, want %d", i, got, i+1)
+		}
+		if t.Failed() {
+			t.Fatalf("step %d (%s) failed", i, s.reason)
+		}
+		clock.Advance(10 * time.Second)
+	}
+}
+
+func TestDeadLetterAfterMaxAttempts(t *testing.T) {
+	e := newEnv(t, natstest.URL(t), func(c *retryqueue.Config) { c.MaxAttempts = 3 })
+	msg := message.NewMessage("uuid-3", []byte("p"))
+	for i := 1; i <= 3; i++ {
+		if err := e.q.Divert(context.Background(), msg, retryqueue.ReasonFailure, errors.New("HTTP 500")); err != nil {
+			t.Fatal(err)
+		}
+		if i < 3 {
+			msg = last(t, e.js, e.q.RetryTopic())
+		}
+	}
+	if n := streamCount(t, e.js, e.q.RetryTopic()); n != 2 {
+		t.Fatalf("retry stream has %d messages, want 2 (third failure dead-lettered)", n)
+	}
+	dead := streamMsgs(t, e.js, e.q.DeadLetterTopic())
+	if len(dead) != 1 {
+		t.Fatalf("dead-letter stream has %d messages, want 1", len(dead))
+	}
+	wantMeta(t, dead[0], map[string]string{
+		retryqueue.MetaDeadReason: retryqueue.DeadReasonMaxAttempts,
+		retryqueue.MetaAttempt:    "3",
+		retryqueue.MetaLastError:  "HTTP 500",
+		retryqueue.MetaReason:     "failure",
+	})
+	if dead[0].UUID != "uuid-3" {
+		t.Fatalf("dead letter UUID %q", dead[0].UUID)
+	}
+	if s := e.q.Stats(); s.Diverted != 2 || s.DeadLettered != 1 {
+		t.Fatalf("stats = %+v, want 2 diverted, 1 dead-lettered", s)
+	}
+}
+
+func TestDeadLetterAfterMaxAge(t *testing.T) {
+	clock := newFakeClock()
+	e := newEnv(t, natstest.URL(t), func(c *retryqueue.Config) { c.Clock = clock; c.MaxAge = time.Hour })
+	msg := message.NewMessage("uuid-4", []byte("p"))
+	if err := e.q.Divert(context.Background(), msg, retryqueue.ReasonOpen, errOpen); err != nil {
+		t.Fatal(err)
+	}
+	msg = last(t, e.js, e.q.RetryTopic())
+	clock.Advance(time.Hour)
+	if err := e.q.Divert(context.Background(), msg, retryqueue.ReasonOpen, errOpen); err != nil {
+		t.Fatal(err)
+	}
+	dead := streamMsgs(t, e.js, e.q.DeadLetterTopic())
+	if len(dead) != 1 || dead[0].Metadata.Get(retryqueue.MetaDeadReason) != retryqueue.DeadReasonMaxAge {
+		t.Fatalf("dead letters = %v, want one with reason max-age", dead)
+	}
+	if dead[0].Metadata.Get(retryqueue.MetaLastError) != "" {
+		t.Fatalf("last_error %q: a breaker rejection is not a delivery error", dead[0].Metadata.Get(retryqueue.MetaLastError))
+	}
+}
+
+func TestDeadLetterPermanentDropsUnsendableKeys(t *testing.T) {
+	clock := newFakeClock()
+	e := newEnv(t, natstest.URL(t), func(c *retryqueue.Config) { c.Clock = clock })
+	msg := message.NewMessage("uuid-5", []byte("p"))
+	msg.Metadata.Set("ok", "1")
+	msg.Metadata.Set("bad key", "x")
+	if err := e.q.DeadLetter(context.Background(), msg, retryqueue.DeadReasonPermanent, errors.New("HTTP 400: unknown partner")); err != nil {
+		t.Fatal(err)
+	}
+	d := last(t, e.js, e.q.DeadLetterTopic())
+	wantMeta(t, d, map[string]string{
+		"ok":                       "1",
+		retryqueue.MetaDeadReason:  "permanent",
+		retryqueue.MetaDeadAt:      ts(clock.Now()),
+		retryqueue.MetaLastError:   "HTTP 400: unknown partner",
+		retryqueue.MetaDroppedKeys: `"bad key"`,
+	})
+}
+
+func TestLastErrorIsBounded(t *testing.T) {
+	e := newEnv(t, natstest.URL(t), func(c *retryqueue.Config) { c.MaxErrorLen = 16 })
+	msg := message.NewMessage("uuid-6", nil)
+	if err := e.q.Divert(context.Background(), msg, retryqueue.ReasonFailure, errors.New(strings.Repeat("é", 40))); err != nil {
+		t.Fatal(err)
+	}
+	got := last(t, e.js, e.q.RetryTopic()).Metadata.Get(retryqueue.MetaLastError)
+	if len(got) > 16 || !strings.HasSuffix(got, "...") || !strings.HasPrefix(got, "ééé") {
+		t.Fatalf("last_error %q (%d bytes), want <= 16 bytes ending in ...", got, len(got))
+	}
+}
+
+func TestMalformed(t *testing.T) {
+	q, err := retryqueue.New(retryqueue.Config{Publisher: nopPublisher{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		key, value string
+		bad        bool
+	}{
+		{retryqueue.MetaAttempt, "3", false},
+		{retryqueue.MetaAttempt, "abc", true},
+		{retryqueue.MetaAttempt, "-1", true},
+		{retryqueue.MetaDiversions, "x", true},
+		{retryqueue.MetaReason, "open", false},
+		{retryqueue.MetaReason, "because", true},
+		{retryqueue.MetaNotBefore, "2025-03-01T12:00:00Z", false},
+		{retryqueue.MetaNotBefore, "tomorrow", true},
+		{retryqueue.MetaFirstDivertedAt, "1700000000", true},
+		{retryqueue.MetaMalformed, "multiple values in NATS header", true},
+		{"a/b", "v", true},
+		{"plain", "v", false},
+	}
+	for _, c := range cases {
+		m := message.NewMessage("u", nil)
+		m.Metadata.Set(c.key, c.value)
+		why, bad := q.Malformed(m)
+		if bad != c.bad || (bad && !strings.Contains(why, c.key)) {
+			t.Errorf("Malformed(%s=%q) = %q, %v; want bad=%v naming the key", c.key, c.value, why, bad, c.bad)
+		}
+	}
+}
+
+// A message with malformed floodgate metadata is dead-lettered by Divert,
+// never diverted again, so it cannot loop.
+func TestDivertDeadLettersMalformed(t *testing.T) {
+	e := newEnv(t, natstest.URL(t), nil)
+	msg := message.NewMessage("uuid-7", []byte("p"))
+	msg.Metadata.Set(retryqueue.MetaAttempt, "abc")
+	if err := e.q.Divert(context.Background(), msg, retryqueue.ReasonFailure, errors.New("HTTP 503")); err != nil {
+		t.Fatal(err)
+	}
+	if n := streamCount(t, e.js, e.q.RetryTopic()); n != 0 {
+		t.Fatalf("retry stream has %d messages, want 0", n)
+	}
+	d := last(t, e.js, e.q.DeadLetterTopic())
+	if d.Metadata.Get(retryqueue.MetaDeadReason) != retryqueue.DeadReasonMalformed ||
+		!strings.Contains(d.Metadata.Get(retryqueue.MetaLastError), `"abc"`) ||
+		d.Metadata.Get(retryqueue.MetaAttempt) != "abc" {
+		t.Fatalf("dead letter metadata %v", d.Metadata)
+	}
+}
+
+func TestDivertWithoutRetryStreamFails(t *testing.T) {
+	e := newEnv(t, natstest.URL(t), nil)
+	q, err := retryqueue.New(retryqueue.Config{Publisher: e.pub, RetryTopic: natstest.Name(t, "unprovisioned"), PublishTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = q.Divert(context.Background(), message.NewMessage("u", nil), retryqueue.ReasonOpen, errOpen)
+	if !errors.Is(err, retryqueue.ErrPublish) {
+		t.Fatalf("err = %v, want ErrPublish", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("took %s, want about PublishTimeout (1s) or less", d)
+	}
+	if s := q.Stats(); s.PublishErrors != 1 || s.Diverted != 0 {
+		t.Fatalf("stats = %+v", s)
+	}
+}
+
+func TestDivertWithServerDownFails(t *testing.T) {
+	srv := natstest.Server(t)
+	e := newEnv(t, srv.ClientURL(), func(c *retryqueue.Config) { c.PublishTimeout = 300 * time.Millisecond })
+	srv.Stop()
+	start := time.Now()
+	err := e.q.Divert(context.Background(), message.NewMessage("u", nil), retryqueue.ReasonOpen, errOpen)
+	if !errors.Is(err, retryqueue.ErrPublish) {
+		t.Fatalf("err = %v, want ErrPublish", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("took %s with PublishTimeout 300ms", d)
+	}
+	err = e.q.DeadLetter(context.Background(), message.NewMessage("u", nil), "permanent", nil)
+	if !errors.Is(err, retryqueue.ErrPublish) {
+		t.Fatalf("DeadLetter err = %v, want ErrPublish", err)
+	}
+}
+
+// plainPublisher hides PublishContext, so the queue uses Publish bounded by
+// its own timeout.
+type plainPublisher struct{ message.Publisher }
+
+type blockingPublisher struct{ release chan struct{} }
+
+func (b blockingPublisher) Publish(string, ...*message.Message) error { <-b.release; return nil }
+func (b blockingPublisher) Close() error                              { return nil }
+
+type nopPublisher struct{}
+
+func (nopPublisher) Publish(string, ...*message.Message) error { return nil }
+func (nopPublisher) Close() error                              { return nil }
+
+func TestDivertWithPlainPublisher(t *testing.T) {
+	e := newEnv(t, natstest.URL(t), nil)
+	q, err := retryqueue.New(retryqueue.Config{Publisher: plainPublisher{e.pub}, RetryTopic: e.cfg.RetryTopic, DeadLetterTopic: e.cfg.DeadLetterTopic})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Divert(context.Background(), message.NewMessage("u", nil), retryqueue.ReasonOpen, errOpen); err != nil {
+		t.Fatal(err)
+	}
+	if n := streamCount(t, e.js, e.cfg.RetryTopic); n != 1 {
+		t.Fatalf("retry stream has %d messages, want 1", n)
+	}
+
+	bp := blockingPublisher{release: make(chan struct{})}
+	defer close(bp.release)
+	q, err = retryqueue.New(retryqueue.Config{Publisher: bp, PublishTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Divert(context.Background(), message.NewMessage("u", nil), retryqueue.ReasonOpen, errOpen); !errors.Is(err, retryqueue.ErrPublish) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("blocking publisher: err = %v, want ErrPublish and DeadlineExceeded", err)
+	}
+}
+
+func TestInvalidReason(t *testing.T) {
+	q, _ := retryqueue.New(retryqueue.Config{Publisher: nopPublisher{}})
+	if err := q.Divert(context.Background(), message.NewMessage("u", nil), "later", nil); !errors.Is(err, retryqueue.ErrInvalidReason) {
+		t.Fatalf("err = %v, want ErrInvalidReason", err)
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	cases := []struct {
+		name  string
+		cfg   retryqueue.Config
+		field string
+	}{
+		{"no publisher", retryqueue.Config{}, "Publisher"},
+		{"negative timeout", retryqueue.Config{Publisher: nopPublisher{}, PublishTimeout: -1}, "PublishTimeout"},
+		{"attempts", retryqueue.Config{Publisher: nopPublisher{}, MaxAttempts: -2}, "MaxAttempts"},
+		{"age", retryqueue.Config{Publisher: nopPublisher{}, MaxAge: -time.Hour}, "MaxAge"},
+		{"error len", retryqueue.Config{Publisher: nopPublisher{}, MaxErrorLen: 8}, "MaxErrorLen"},
+		{"same topics", retryqueue.Config{Publisher: nopPublisher{}, RetryTopic: "x", DeadLetterTopic: "x"}, "DeadLetterTopic"},
+		{"dotted topic", retryqueue.Config{Publisher: nopPublisher{}, RetryTopic: "retry.queue"}, "RetryTopic"},
+	}
+	for _, c := range cases {
+		_, err := retryqueue.New(c.cfg)
+		if !errors.Is(err, retryqueue.ErrInvalidConfig) || !strings.Contains(err.Error(), c.field) || !strings.HasPrefix(err.Error(), "invalid config: ") {
+			t.Errorf("%s: err = %v, want invalid config naming %s", c.name, err, c.field)
+		}
+	}
+}
+
+func TestDefaultBackoff(t *testing.T) {
+	want := map[int]time.Duration{
+		-1: 0, 0: 0, 1: time.Second, 2: 2 * time.Second, 3: 4 * time.Second,
+		9: 256 * time.Second, 10: 5 * time.Minute, 100: 5 * time.Minute, 1 << 30: 5 * time.Minute,
+	}
+	for attempt, d := range want {
+		if got := retryqueue.DefaultBackoff(attempt); got != d {
+			t.Errorf("DefaultBackoff(%d) = %s, want %s", attempt, got, d)
+		}
+	}
+}
