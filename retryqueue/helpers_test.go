@@ -2,7 +2,6 @@ package retryqueue_test
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -84,40 +83,10 @@ func testCtx(t *testing.T) context.Context {
 	return c
 }
 
-// streamMsgs reads every message stored in stream, in order, with direct
-// gets (a work-queue stream admits no second consumer).
+// streamMsgs reads every message stored in stream, in order.
 func streamMsgs(t *testing.T, js jetstream.JetStream, stream string) []*message.Message {
 	t.Helper()
-	ctx := testCtx(t)
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []*message.Message
-	if info.State.Msgs == 0 {
-		return nil
-	}
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
-		raw, err := s.GetMsg(ctx, seq)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			continue
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		m := message.NewMessage(raw.Header.Get(jsq.UUIDHeader), raw.Data)
-		for k, v := range raw.Header {
-			if !jsq.Reserved(k) {
-				m.Metadata.Set(k, v[0])
-			}
-		}
-		out = append(out, m)
-	}
-	return out
+	return natstest.StreamMsgs(t, js, stream)
 }
 
 func streamCount(t *testing.T, js jetstream.JetStream, stream string) uint64 {

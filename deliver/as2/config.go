@@ -1,6 +1,8 @@
 package as2
 
 import (
+	"crypto"
+	"crypto/x509"
 	"fmt"
 	"mime"
 	"net/http"
@@ -22,11 +24,15 @@ const (
 // HTTPClient: enough for the concurrent sends of a busy partner.
 const defaultMaxIdleConnsPerHost = 32
 
-// Config describes one trading partner and how to send to it.
+// Config describes one trading partner and how to send to it: the partner
+// profile of RFC 4130 (AS2 IDs, URL, certificates, algorithms, timeouts).
 //
-// Signing and encryption (certificates, keys, algorithms) will be added here
-// as further optional fields; a Config without them sends unsigned and
-// unencrypted.
+// Security is optional and piecewise: SigningCert and SigningKey sign each
+// message (multipart/signed, RFC 5751 §3.5.3), EncryptionCert encrypts it
+// (application/pkcs7-mime enveloped-data, RFC 5751 §3.3), and MDNCert asks
+// for a signed MDN and verifies it. A Config with none of them sends
+// unsigned and unencrypted and asks for an unsigned MDN. [LoadProfile] fills
+// the certificate fields from PEM files.
 type Config struct {
 	// URL is the partner's AS2 endpoint. Required. An absolute http:// or
 	// https:// URL.
@@ -65,6 +71,39 @@ type Config struct {
 	// MaxMDNSize bounds the response body read, in bytes; a larger response
 	// is not an MDN. Optional. Default 1 MiB. Must not be negative.
 	MaxMDNSize int64
+
+	// SigningCert is our certificate. With SigningKey it signs every
+	// message, and it travels inside each signature. Optional: nil sends
+	// unsigned messages. Required when SigningKey is set. Must be valid
+	// (NotBefore <= now <= NotAfter) when the Sender is created.
+	SigningCert *x509.Certificate
+	// SigningKey is the private key of SigningCert: *rsa.PrivateKey or
+	// *ecdsa.PrivateKey (or another crypto.Signer with such a public key).
+	// Required when SigningCert is set; its public key must be SigningCert's.
+	SigningKey crypto.Signer
+	// SignAlgorithm is the digest of our signatures and of the MIC, and the
+	// signed-receipt-micalg we ask for: [SignSHA256], [SignSHA384],
+	// [SignSHA512] or [SignSHA1] ("sha-256" spellings are accepted).
+	// Optional. Default sha256.
+	SignAlgorithm string
+	// EncryptionCert is the partner's certificate we encrypt to. Optional:
+	// nil sends unencrypted messages. It must hold an RSA public key (RSA
+	// key transport, RFC 3370 §4.2.1) and be valid when the Sender is
+	// created.
+	EncryptionCert *x509.Certificate
+	// EncryptAlgorithm is the content encryption: [EncryptAES256CBC],
+	// [EncryptAES128CBC] or [Encrypt3DES] (old partners only). Optional.
+	// Default aes256-cbc. Ignored without EncryptionCert.
+	EncryptAlgorithm string
+	// MDNCert is the certificate the partner signs its MDNs with (often the
+	// same as EncryptionCert). Optional: nil asks for an unsigned MDN (no
+	// Disposition-Notification-Options header). When set, every request asks
+	// for a signed MDN (RFC 4130 §7.3, "signed-receipt-protocol=optional,
+	// pkcs7-signature; signed-receipt-micalg=optional, <SignAlgorithm>"),
+	// and an MDN that is unsigned, or whose signature does not verify with
+	// exactly this certificate, or that has no Received-Content-MIC, is a
+	// permanent failure. Must be valid when the Sender is created.
+	MDNCert *x509.Certificate
 }
 
 func (c *Config) setDefaults() {
@@ -86,6 +125,12 @@ func (c *Config) setDefaults() {
 	if c.MaxMDNSize == 0 {
 		c.MaxMDNSize = DefaultMaxMDNSize
 	}
+	if c.SignAlgorithm == "" {
+		c.SignAlgorithm = DefaultSignAlgorithm
+	}
+	if c.EncryptAlgorithm == "" {
+		c.EncryptAlgorithm = DefaultEncryptAlgorithm
+	}
 	if c.HTTPClient == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = defaultMaxIdleConnsPerHost
@@ -98,9 +143,15 @@ func (c *Config) setDefaults() {
 
 // Validate reports the first invalid field, naming it, with an error wrapping
 // one of [ErrURL], [ErrAS2ID], [ErrContentType], [ErrHeaderValue],
-// [ErrMessageIDDomain] or [ErrNegative]. Zero optional fields are valid: they
-// take their defaults.
+// [ErrMessageIDDomain], [ErrNegative], [ErrAlgorithm], [ErrMissingKey],
+// [ErrMissingCert], [ErrKeyMismatch], [ErrKeyType], [ErrCertExpired] or
+// [ErrCertNotYetValid]. Certificates are checked against the current time.
+// Zero optional fields are valid: they take their defaults.
 func (c Config) Validate() error {
+	return c.validateAt(time.Now())
+}
+
+func (c Config) validateAt(now time.Time) error {
 	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("Config.URL %q: %w", c.URL, ErrURL)
@@ -130,6 +181,47 @@ func (c Config) Validate() error {
 	}
 	if c.MaxMDNSize < 0 {
 		return fmt.Errorf("Config.MaxMDNSize %d: %w", c.MaxMDNSize, ErrNegative)
+	}
+	return c.validateSecurity(now)
+}
+
+// validateSecurity checks the certificate, key and algorithm fields.
+func (c Config) validateSecurity(now time.Time) error {
+	if c.SignAlgorithm != "" {
+		if _, err := lookupSignAlg(c.SignAlgorithm); err != nil {
+			return fmt.Errorf("Config.SignAlgorithm: %w", err)
+		}
+	}
+	if c.EncryptAlgorithm != "" {
+		if _, err := lookupEncryptAlg(c.EncryptAlgorithm); err != nil {
+			return fmt.Errorf("Config.EncryptAlgorithm: %w", err)
+		}
+	}
+	switch {
+	case c.SigningCert != nil && c.SigningKey == nil:
+		return fmt.Errorf("Config.SigningKey: %w: SigningCert %s is set, its key is not", ErrMissingKey, certName(c.SigningCert))
+	case c.SigningCert == nil && c.SigningKey != nil:
+		return fmt.Errorf("Config.SigningCert: %w: SigningKey is set, its certificate is not", ErrMissingCert)
+	case c.SigningCert != nil:
+		if err := checkValidity(c.SigningCert, now); err != nil {
+			return fmt.Errorf("Config.SigningCert: %w", err)
+		}
+		if err := checkSigningKey(c.SigningCert, c.SigningKey); err != nil {
+			return fmt.Errorf("Config.SigningKey: %w", err)
+		}
+	}
+	if c.EncryptionCert != nil {
+		if err := checkValidity(c.EncryptionCert, now); err != nil {
+			return fmt.Errorf("Config.EncryptionCert: %w", err)
+		}
+		if err := checkEncryptionCert(c.EncryptionCert); err != nil {
+			return fmt.Errorf("Config.EncryptionCert: %w", err)
+		}
+	}
+	if c.MDNCert != nil {
+		if err := checkValidity(c.MDNCert, now); err != nil {
+			return fmt.Errorf("Config.MDNCert: %w", err)
+		}
 	}
 	return nil
 }

@@ -19,25 +19,59 @@
 //     can recognise a duplicate.
 //   - permanent ([deliver.ErrPermanent]): other HTTP 4xx (and 3xx: redirects
 //     are not followed), an MDN with a "processed/error" or "failed"
-//     disposition, an MDN answering another Message-ID, a MIC mismatch, or a
-//     message that cannot be built (bad id, empty payload).
+//     disposition, an MDN answering another Message-ID, a MIC mismatch, a
+//     signed MDN whose signature does not verify, an unsigned MDN when a
+//     signed one was asked for, or a message that cannot be built (bad id,
+//     empty payload).
 //
 // # Building a message
 //
 // [Sender.Build] turns a payload into an [Outbound]: the payload becomes a
 // MIME entity of the configured Content-Type (application/EDI-X12 by
-// default), its MIC is computed (RFC 4130 §7.3.1), and the entity is passed
-// through the sender's body steps before it becomes the HTTP body. This
-// version sends unsigned and unencrypted, so there are no steps and the MIC
-// is the SHA-256 of the payload alone. Signing (multipart/signed) and
-// encryption (application/pkcs7-mime) are body steps that wrap the entity;
-// with them the MIC covers the payload entity's MIME headers and content, and
-// a signed MDN is verified before [ParseMDN] reads it.
+// default), which is signed, then encrypted, as the [Config] says:
 //
-// No Disposition-Notification-Options header is sent, which asks for an
-// unsigned MDN (RFC 4130 §7.3). Partners that sign their MDN anyway are
-// understood: [ParseMDN] reads the report inside multipart/signed, without
-// verifying the signature ([MDN.Signed] is set).
+//   - signed (Config.SigningCert and SigningKey): a multipart/signed entity
+//     (RFC 5751 §3.5.3) whose first part is the payload entity, sent
+//     binary, and whose second is a detached CMS SignedData
+//     (github.com/smallstep/pkcs7) in Config.SignAlgorithm (SHA-256 by
+//     default; SHA-384, SHA-512, and SHA-1 for old partners);
+//   - encrypted (Config.EncryptionCert): an application/pkcs7-mime
+//     enveloped-data entity (RFC 5751 §3.3) in AES-256-CBC (default),
+//     AES-128-CBC or 3DES, the content key sent with RSA PKCS #1 v1.5;
+//   - the outermost entity's header fields become HTTP headers and its body
+//     the HTTP body, in binary (RFC 4130 §5.2).
+//
+// The MIC of RFC 4130 §7.3.1 is computed in the signing digest: over the
+// payload alone for a plain message; over the canonical payload entity
+// (header lines ending in CRLF, an empty line, the content unchanged) for a
+// signed or encrypted one: exactly the bytes the signature covers.
+//
+// # Receipts
+//
+// Without Config.MDNCert the sender asks for an unsigned MDN (no
+// Disposition-Notification-Options header); partners that sign anyway are
+// understood, without verification ([MDN.Signed] set, [MDN.Verified] not).
+// With it, every request asks for a signed MDN with a MIC in our digest,
+// and [VerifyMDN] checks the signature against exactly that certificate.
+// An unsigned MDN is then a permanent failure ([ErrMDNUnsigned]): it proves
+// nothing, and asking again would get the same answer; so are a signature
+// that does not verify ([ErrMDNSignature]), a missing MIC ([ErrMICMissing])
+// and a MIC that differs from ours ([ErrMICMismatch]).
+//
+// # Profiles and the receiving side
+//
+// [LoadProfile] reads the certificates and key of a Config from PEM files;
+// [NewSender] validates them (expired or not yet valid certificates, a key
+// that is not the certificate's, a missing key, an unknown algorithm), each
+// error naming the field. [OpenMessage], [VerifySigned], [Decrypt],
+// [SignEntity] and [EncryptEntity] are the building blocks of the receiving
+// side, used by the partner simulator and by tests against OpenSSL.
+//
+// OpenSSL 3's S/MIME reader rewrites bare LF line ends inside
+// multipart/signed into CRLF even with -binary, so a payload with bare LF
+// (common in X12 files) verifies in "openssl cms -verify" only as detached
+// content; AS2 receivers that treat the HTTP body as binary verify it as
+// sent. [VerifySigned] accepts both the exact and the CRLF-canonical form.
 //
 // Package as2partner holds an in-process AS2 receiver with a fault script,
 // used by the examples and tests.

@@ -19,6 +19,26 @@ var (
 	ErrMessageIDDomain = errors.New("as2: message ID domain must be a dot-atom such as example.com (RFC 5322 §3.6.4)")
 	// ErrNegative: a duration or size in Config is negative.
 	ErrNegative = errors.New("as2: must not be negative")
+	// ErrAlgorithm: Config.SignAlgorithm or Config.EncryptAlgorithm names an
+	// algorithm this package does not implement.
+	ErrAlgorithm = errors.New("as2: unknown algorithm")
+	// ErrCertExpired: a certificate's NotAfter is in the past.
+	ErrCertExpired = errors.New("as2: certificate has expired")
+	// ErrCertNotYetValid: a certificate's NotBefore is in the future.
+	ErrCertNotYetValid = errors.New("as2: certificate is not yet valid")
+	// ErrMissingKey: Config.SigningCert is set without Config.SigningKey.
+	ErrMissingKey = errors.New("as2: certificate has no private key")
+	// ErrMissingCert: a key is set without its certificate, or a
+	// certificate another setting needs is missing.
+	ErrMissingCert = errors.New("as2: certificate missing")
+	// ErrKeyMismatch: Config.SigningKey is not the private key of
+	// Config.SigningCert.
+	ErrKeyMismatch = errors.New("as2: private key does not match certificate")
+	// ErrKeyType: a key cannot be used: signing needs an RSA or ECDSA key,
+	// encryption (RSA key transport) an RSA certificate.
+	ErrKeyType = errors.New("as2: unsupported key type")
+	// ErrPEM: a PEM file cannot be read or holds no usable block.
+	ErrPEM = errors.New("as2: bad PEM file")
 )
 
 // Errors building a message. [Sender.Send] wraps them in a permanent
@@ -56,4 +76,31 @@ var (
 	ErrMICMismatch = errors.New("as2: received content MIC does not match")
 	// ErrMICAlgorithm: a MIC names an algorithm this package cannot compute.
 	ErrMICAlgorithm = errors.New("as2: unsupported MIC algorithm")
+	// ErrMICMissing: a signed receipt was requested but the MDN carries no
+	// Received-Content-MIC, so it proves nothing about the content
+	// (RFC 4130 §7.4.3: the field is required in a signed receipt).
+	ErrMICMissing = errors.New("as2: MDN has no received content MIC")
+	// ErrMDNSignature: the signature of a signed MDN does not verify with
+	// the partner's MDN certificate (Config.MDNCert): the MDN was altered,
+	// or signed by another key.
+	ErrMDNSignature = errors.New("as2: MDN signature does not verify")
+	// ErrMDNUnsigned: a signed MDN was requested (Config.MDNCert is set) but
+	// the partner returned an unsigned one. It is not a receipt that proves
+	// anything, and asking again gets the same answer: permanent.
+	ErrMDNUnsigned = errors.New("as2: MDN is not signed")
+)
+
+// Errors opening a signed or encrypted message ([OpenMessage], and the
+// detached signature checks of [VerifySigned]).
+var (
+	// ErrDecryption: an application/pkcs7-mime body cannot be decrypted
+	// with the configured key (wrong recipient, unsupported algorithm,
+	// corrupted data), RFC 4130 §7.4.3 "decryption-failed".
+	ErrDecryption = errors.New("as2: cannot decrypt")
+	// ErrSignature: a multipart/signed entity's signature does not verify,
+	// or is not by the expected certificate; RFC 4130 §7.4.3
+	// "authentication-failed" or "integrity-check-failed".
+	ErrSignature = errors.New("as2: signature does not verify")
+	// ErrMalformedMIME: a MIME entity cannot be read.
+	ErrMalformedMIME = errors.New("as2: malformed MIME entity")
 )

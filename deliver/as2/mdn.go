@@ -3,6 +3,7 @@ package as2
 import (
 	"bufio"
 	"bytes"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -42,8 +43,14 @@ type MDN struct {
 	// Text is the human-readable first part of the report, or "".
 	Text string
 	// Signed reports that the report came inside multipart/signed. The
-	// signature has NOT been verified by ParseMDN.
+	// signature has NOT been verified by ParseMDN; see Verified.
 	Signed bool
+	// Verified reports that the signature was verified against the
+	// partner's MDN certificate, by [VerifyMDN] (and so by [Sender.Send]
+	// when Config.MDNCert is set).
+	Verified bool
+	// Signer is the certificate that signed the MDN when Verified, or nil.
+	Signer *x509.Certificate
 	// Raw is the response body the MDN was parsed from.
 	Raw []byte
 }
@@ -76,6 +83,53 @@ func ParseMDN(contentType string, body []byte) (*MDN, error) {
 	if err := parseMDNEntity(m, contentType, body, 0); err != nil {
 		return nil, err
 	}
+	return m, nil
+}
+
+// VerifyMDN verifies and parses a signed synchronous MDN: the Content-Type
+// header value and body of the HTTP response. The body must be a
+// multipart/signed entity (RFC 5751 §3.5.3) whose signature verifies with
+// exactly cert, the partner's MDN-signing certificate; its first part is
+// then parsed as by [ParseMDN], and the MDN returned has Signed and
+// Verified set. VerifyMDN does not judge the disposition or the MIC: see
+// [MDN.Processed] and [Sender.Send].
+//
+// Errors:
+//   - the response is no MDN at all, or an unreadable one: nil and an error
+//     wrapping [ErrNoMDN] or [ErrMalformedMDN], as ParseMDN;
+//   - an unsigned MDN: the MDN as parsed and [ErrMDNUnsigned];
+//   - a signature that does not verify with cert (tampered, or signed by
+//     another key): the MDN as parsed without verification, if it can be,
+//     and an error wrapping [ErrMDNSignature] and [ErrSignature].
+func VerifyMDN(contentType string, body []byte, cert *x509.Certificate) (*MDN, error) {
+	mediaType, _, err := mime.ParseMediaType(contentType)
+	if err != nil || mediaType != mediaSigned {
+		m, err := ParseMDN(contentType, body)
+		if err != nil {
+			return nil, err
+		}
+		return m, fmt.Errorf("%w: Content-Type %s", ErrMDNUnsigned, mediaType)
+	}
+	signed, signer, err := VerifySigned(contentType, body, cert)
+	if err != nil {
+		if errors.Is(err, ErrMalformedMIME) {
+			return nil, fmt.Errorf("%w: %v", ErrMalformedMDN, err)
+		}
+		m, perr := ParseMDN(contentType, body)
+		if perr != nil {
+			m = nil
+		}
+		return m, fmt.Errorf("%w: %w", ErrMDNSignature, err)
+	}
+	h, b, err := parseEntity(signed)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrMalformedMDN, err)
+	}
+	m, err := ParseMDN(h.Get("Content-Type"), b)
+	if err != nil {
+		return nil, err
+	}
+	m.Raw, m.Signed, m.Verified, m.Signer = body, true, true, signer
 	return m, nil
 }
 

@@ -32,7 +32,8 @@ type Outbound struct {
 	// Body is the HTTP request body.
 	Body []byte
 	// MIC is the Received-Content-MIC the partner should return,
-	// "<base64>, sha-256" (RFC 4130 §7.3.1).
+	// "<base64>, <alg>" (RFC 4130 §7.3.1), in the digest of
+	// Config.SignAlgorithm ("sha-256" by default).
 	MIC string
 
 	// micContent is what the MIC covers: the payload alone for an unsigned,
@@ -42,7 +43,11 @@ type Outbound struct {
 }
 
 // Build turns payload into the [Outbound] that Send would POST for the
-// message id, with the current time in the Date header. It returns an error
+// message id, with the current time in the Date header: the payload entity
+// (Content-Type Config.ContentType), signed (multipart/signed) when the
+// Config has a signing key, then encrypted (application/pkcs7-mime) when it
+// has the partner's encryption certificate; the outermost entity's header
+// fields become HTTP headers. It returns an error
 // wrapping [ErrMessageID] if id is not a dot-atom (a UUID is), or
 // [ErrEmptyPayload]. Build is safe for concurrent use.
 func (s *Sender) Build(id string, payload []byte) (*Outbound, error) {
@@ -60,10 +65,16 @@ func (s *Sender) buildAt(id string, payload []byte, now time.Time) (*Outbound, e
 	content.Header.Set("Content-Type", s.cfg.ContentType)
 
 	// RFC 4130 §7.3.1: for an unsigned, unencrypted message the MIC covers
-	// the content without MIME headers. A signing or encrypting step makes it
-	// cover the canonical entity, headers included.
+	// the content without MIME headers. For a signed message it covers the
+	// signed entity, and for an encrypted unsigned one the entity before
+	// encryption: in both cases the canonical payload entity, headers
+	// included, which is exactly what the first step wraps.
 	micContent := payload
-	mic, err := ComputeMIC(MICAlgSHA256, micContent)
+	if len(s.steps) > 0 {
+		content.Header.Set("Content-Transfer-Encoding", "binary")
+		micContent = content.canonical()
+	}
+	mic, err := ComputeMIC(s.sign.micalg, micContent)
 	if err != nil {
 		return nil, err
 	}
@@ -84,12 +95,31 @@ func (s *Sender) buildAt(id string, payload []byte, now time.Time) (*Outbound, e
 	h.Set("Subject", mime.QEncoding.Encode("utf-8", s.cfg.Subject))
 	h.Set("Date", now.Format(time.RFC1123Z))
 	h.Set("Disposition-Notification-To", s.cfg.MDNTo)
+	if s.cfg.MDNCert != nil {
+		// RFC 4130 §7.3: ask for a signed receipt with a MIC in our digest.
+		h.Set("Disposition-Notification-Options",
+			"signed-receipt-protocol=optional, pkcs7-signature; signed-receipt-micalg=optional, "+s.sign.micalg)
+	}
 	h.Set("MIME-Version", "1.0")
 	h.Set("User-Agent", userAgent)
 	for k, v := range outer.Header {
 		h[k] = v
 	}
 	return &Outbound{MessageID: msgID, Header: h, Body: outer.Body, MIC: mic, micContent: micContent}, nil
+}
+
+// signStep returns the body step that signs the entity with our key.
+func (s *Sender) signStep() bodyStep {
+	return func(e entity) (entity, error) {
+		return signEntity(e.canonical(), s.cfg.SigningCert, s.cfg.SigningKey, s.sign)
+	}
+}
+
+// encryptStep returns the body step that encrypts the entity to the partner.
+func (s *Sender) encryptStep() bodyStep {
+	return func(e entity) (entity, error) {
+		return encryptEntity(e.canonical(), s.cfg.EncryptionCert, s.enc)
+	}
 }
 
 const userAgent = "floodgate-as2"

@@ -21,7 +21,9 @@ const opSend = "as2 send"
 type Sender struct {
 	cfg    Config
 	client *http.Client
-	steps  []bodyStep // signing, encryption: none yet
+	sign   signAlg    // digest of signatures and MICs
+	enc    encryptAlg // content encryption, when EncryptionCert is set
+	steps  []bodyStep // sign, then encrypt, as configured
 }
 
 // NewSender validates cfg, applies its defaults and returns a Sender. The
@@ -32,7 +34,21 @@ func NewSender(cfg Config) (*Sender, error) {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
 	cfg.setDefaults()
-	return &Sender{cfg: cfg, client: cfg.HTTPClient}, nil
+	s := &Sender{cfg: cfg, client: cfg.HTTPClient}
+	var err error
+	if s.sign, err = lookupSignAlg(cfg.SignAlgorithm); err != nil {
+		return nil, fmt.Errorf("invalid config: Config.SignAlgorithm: %w", err) // unreachable after Validate
+	}
+	if s.enc, err = lookupEncryptAlg(cfg.EncryptAlgorithm); err != nil {
+		return nil, fmt.Errorf("invalid config: Config.EncryptAlgorithm: %w", err)
+	}
+	if cfg.SigningCert != nil {
+		s.steps = append(s.steps, s.signStep())
+	}
+	if cfg.EncryptionCert != nil {
+		s.steps = append(s.steps, s.encryptStep())
+	}
+	return s, nil
 }
 
 // Config returns the sender's configuration with defaults applied.
@@ -53,13 +69,18 @@ func (s *Sender) Config() Config { return s.cfg }
 //     disposition is not processed ([ErrNotProcessed], Disposition set), an
 //     MDN for another Message-ID ([ErrMDNMismatch]), a Received-Content-MIC
 //     that differs from the one computed ([ErrMICMismatch]), and a message that
-//     cannot be built ([ErrMessageID], [ErrEmptyPayload]).
+//     cannot be built ([ErrMessageID], [ErrEmptyPayload]); and, when
+//     Config.MDNCert asks for a signed MDN, an unsigned MDN
+//     ([ErrMDNUnsigned], with [ErrNotProcessed] too if it reports a
+//     failure), a signature that does not verify ([ErrMDNSignature]) and a
+//     missing MIC ([ErrMICMissing]).
 //
 // When an MDN was read but rejected, Send returns it together with the
-// error. An MDN without Original-Message-ID, or without Received-Content-MIC,
-// or with a MIC in an algorithm this package cannot compute, is accepted on
-// its disposition alone (it answers this very HTTP request). ctx bounds the
-// whole exchange along with Config.Timeout.
+// error. Without Config.MDNCert, an MDN without Original-Message-ID, or
+// without Received-Content-MIC, or with a MIC in an algorithm this package
+// cannot compute, is accepted on its disposition alone (it answers this very
+// HTTP request); with it, the MIC must be present and computable. ctx bounds
+// the whole exchange along with Config.Timeout.
 func (s *Sender) Send(ctx context.Context, id string, payload []byte) (*MDN, error) {
 	out, err := s.Build(id, payload)
 	if err != nil {
@@ -98,9 +119,16 @@ func (s *Sender) Send(ctx context.Context, id string, payload []byte) (*MDN, err
 		return nil, &deliver.Error{Kind: deliver.ErrRetryable, Op: opSend, StatusCode: resp.StatusCode,
 			Cause: fmt.Errorf("%w: response larger than %d bytes", ErrNoMDN, s.cfg.MaxMDNSize)}
 	}
-	mdn, err := ParseMDN(resp.Header.Get("Content-Type"), body)
-	if err != nil {
+	mdn, err := s.readMDN(resp.Header.Get("Content-Type"), body)
+	switch {
+	case errors.Is(err, ErrNoMDN) || errors.Is(err, ErrMalformedMDN):
 		return nil, &deliver.Error{Kind: deliver.ErrRetryable, Op: opSend, StatusCode: resp.StatusCode, Cause: err}
+	case err != nil:
+		de := &deliver.Error{Kind: deliver.ErrPermanent, Op: opSend, StatusCode: resp.StatusCode, Cause: err}
+		if mdn != nil {
+			de.Disposition = mdn.DispositionField
+		}
+		return mdn, de
 	}
 	if err := s.verifyMDN(out, mdn); err != nil {
 		return mdn, &deliver.Error{Kind: deliver.ErrPermanent, Op: opSend, StatusCode: resp.StatusCode,
@@ -109,9 +137,23 @@ func (s *Sender) Send(ctx context.Context, id string, payload []byte) (*MDN, err
 	return mdn, nil
 }
 
+// readMDN parses the response as an MDN, and verifies its signature when a
+// signed MDN was requested (Config.MDNCert set). An unsigned MDN that also
+// reports a failure wraps both ErrMDNUnsigned and ErrNotProcessed.
+func (s *Sender) readMDN(contentType string, body []byte) (*MDN, error) {
+	if s.cfg.MDNCert == nil {
+		return ParseMDN(contentType, body)
+	}
+	mdn, err := VerifyMDN(contentType, body, s.cfg.MDNCert)
+	if errors.Is(err, ErrMDNUnsigned) && mdn != nil && !mdn.Processed() {
+		err = fmt.Errorf("%w; %w: %s", err, ErrNotProcessed, mdn.DispositionField)
+	}
+	return mdn, err
+}
+
 // verifyMDN checks a parsed MDN against the message it answers: the
-// Original-Message-ID, the disposition, and the MIC. Verifying the MDN's
-// signature belongs before ParseMDN, on the multipart/signed entity.
+// Original-Message-ID, the disposition, and the MIC. When a signed MDN was
+// requested the MIC is required, and must be one this package can compute.
 func (s *Sender) verifyMDN(out *Outbound, mdn *MDN) error {
 	if mdn.OriginalMessageID != "" && normalizeMessageID(mdn.OriginalMessageID) != normalizeMessageID(out.MessageID) {
 		return fmt.Errorf("%w: Original-Message-ID %s, sent %s", ErrMDNMismatch, mdn.OriginalMessageID, out.MessageID)
@@ -119,17 +161,22 @@ func (s *Sender) verifyMDN(out *Outbound, mdn *MDN) error {
 	if !mdn.Processed() {
 		return fmt.Errorf("%w: %s", ErrNotProcessed, mdn.DispositionField)
 	}
-	if mdn.ReceivedContentMIC != "" {
-		ok, err := micMatches(mdn.ReceivedContentMIC, out.micContent)
-		switch {
-		case errors.Is(err, ErrMICAlgorithm):
-			// We did not ask for a MIC (unsigned MDN requested) and cannot
-			// compute this one: the disposition stands alone.
-		case err != nil:
-			return fmt.Errorf("%w: %v", ErrMICMismatch, err)
-		case !ok:
-			return fmt.Errorf("%w: received %q, sent %q", ErrMICMismatch, mdn.ReceivedContentMIC, out.MIC)
+	requested := s.cfg.MDNCert != nil
+	if mdn.ReceivedContentMIC == "" {
+		if requested {
+			return fmt.Errorf("%w: sent %q", ErrMICMissing, out.MIC)
 		}
+		return nil
+	}
+	ok, err := micMatches(mdn.ReceivedContentMIC, out.micContent)
+	switch {
+	case errors.Is(err, ErrMICAlgorithm) && !requested:
+		// We did not ask for a MIC (unsigned MDN requested) and cannot
+		// compute this one: the disposition stands alone.
+	case err != nil:
+		return fmt.Errorf("%w: %v", ErrMICMismatch, err)
+	case !ok:
+		return fmt.Errorf("%w: received %q, sent %q", ErrMICMismatch, mdn.ReceivedContentMIC, out.MIC)
 	}
 	return nil
 }

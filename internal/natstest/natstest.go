@@ -7,6 +7,7 @@ package natstest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -14,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/floodgate-go/floodgate/internal/jsq"
 	"github.com/floodgate-go/floodgate/internal/natsserver"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -119,4 +123,42 @@ func DeleteStreams(t testing.TB, js jetstream.JetStream, names ...string) {
 			_ = js.DeleteStream(ctx, n)
 		}
 	})
+}
+
+// StreamMsgs reads every message stored in stream, in order, with direct
+// gets (a work-queue stream admits no second consumer), decoded as the
+// floodgate publishers encode them. It fails the test on any error.
+func StreamMsgs(t testing.TB, js jetstream.JetStream, stream string) []*message.Message {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatalf("natstest: stream %s: %v", stream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatalf("natstest: stream %s info: %v", stream, err)
+	}
+	var out []*message.Message
+	if info.State.Msgs == 0 {
+		return nil
+	}
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		raw, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("natstest: stream %s seq %d: %v", stream, seq, err)
+		}
+		m := message.NewMessage(raw.Header.Get(jsq.UUIDHeader), raw.Data)
+		for k, v := range raw.Header {
+			if !jsq.Reserved(k) {
+				m.Metadata.Set(k, v[0])
+			}
+		}
+		out = append(out, m)
+	}
+	return out
 }

@@ -1,6 +1,8 @@
 package as2partner
 
 import (
+	"crypto"
+	"crypto/x509"
 	"fmt"
 	"math"
 	"time"
@@ -112,6 +114,27 @@ type Config struct {
 	// MaxBodySize bounds a request body, in bytes; a larger one gets HTTP
 	// 413. Optional. Default 10 MiB. Must not be negative.
 	MaxBodySize int64
+
+	// Cert is the partner's certificate and Key its private key. They
+	// decrypt application/pkcs7-mime requests (Key must then be RSA), and
+	// sign the MDN of every request that asks for a signed receipt
+	// (Disposition-Notification-Options, RFC 4130 §7.3). Optional: without
+	// them an encrypted request gets "processed/error: decryption-failed"
+	// and every MDN is unsigned. Set both or neither; Key must be Cert's.
+	Cert *x509.Certificate
+	Key  crypto.Signer
+	// SenderCert is the sender's signing certificate: a signed request must
+	// be signed by exactly this certificate, or it gets "processed/error:
+	// authentication-failed". Optional: nil accepts the certificate carried
+	// in the signature (integrity only).
+	SenderCert *x509.Certificate
+	// RequireSigned answers an unsigned request with "processed/error:
+	// insufficient-message-security". Optional. Default false.
+	RequireSigned bool
+	// RequireEncrypted answers an unencrypted request with
+	// "processed/error: insufficient-message-security". Optional. Default
+	// false.
+	RequireEncrypted bool
 }
 
 func (c *Config) setDefaults() {
@@ -138,8 +161,8 @@ func (c *Config) setDefaults() {
 }
 
 // Validate reports the first invalid field, naming it, with an error wrapping
-// [ErrPhaseDuration], [ErrMode], [ErrCapacity], [ErrLatency], [ErrAS2ID] or
-// [ErrMaxBodySize].
+// [ErrPhaseDuration], [ErrMode], [ErrCapacity], [ErrLatency], [ErrAS2ID],
+// [ErrMaxBodySize] or [ErrKey].
 func (c Config) Validate() error {
 	for i, p := range c.Script {
 		field := fmt.Sprintf("Config.Script[%d]", i)
@@ -173,6 +196,17 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodySize < 0 {
 		return fmt.Errorf("Config.MaxBodySize %d: %w", c.MaxBodySize, ErrMaxBodySize)
+	}
+	switch {
+	case c.Cert != nil && c.Key == nil:
+		return fmt.Errorf("Config.Key: %w: Cert is set, Key is not", ErrKey)
+	case c.Cert == nil && c.Key != nil:
+		return fmt.Errorf("Config.Cert: %w: Key is set, Cert is not", ErrKey)
+	case c.Cert != nil:
+		pub, ok := c.Key.Public().(interface{ Equal(crypto.PublicKey) bool })
+		if !ok || !pub.Equal(c.Cert.PublicKey) {
+			return fmt.Errorf("Config.Key: %w: not the private key of Cert", ErrKey)
+		}
 	}
 	return nil
 }

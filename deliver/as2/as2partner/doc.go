@@ -30,9 +30,21 @@
 //
 // Requests without AS2-From, AS2-To or Message-ID, or not POST, get HTTP
 // 400 (405); a request for another AS2 ID than Config.AS2ID gets an MDN with
-// disposition "processed/error: authentication-failed"; a signed or
-// encrypted payload, not supported yet, gets "processed/error:
-// unexpected-processing-error". A request without
+// disposition "processed/error: authentication-failed". A request without
 // Disposition-Notification-To is processed and answered 200 with no MDN
 // (RFC 4130 §7.3: no MDN was asked for).
+//
+// # Security
+//
+// The partner speaks the signed and encrypted AS2 of [as2.Sender], through
+// [as2.OpenMessage]: with Config.Cert and Config.Key it decrypts
+// application/pkcs7-mime requests, verifies multipart/signed ones (against
+// Config.SenderCert when set), computes the MIC of RFC 4130 §7.3.1 in the
+// algorithm the request asked for, and signs its MDN when the request asked
+// for a signed receipt. Failures are answered as a real partner does, with
+// an MDN: "processed/error: decryption-failed", "authentication-failed"
+// (signature), "insufficient-message-security" (Config.RequireSigned,
+// Config.RequireEncrypted) or "unexpected-processing-error" (unreadable
+// MIME). [github.com/floodgate-go/floodgate/deliver/as2/as2test] makes
+// matching key material for a sender and a partner.
 package as2partner

@@ -19,4 +19,7 @@ var (
 	ErrAS2ID = errors.New("as2partner: AS2 ID must be 1 to 128 printable ASCII characters (RFC 4130 §6.2)")
 	// ErrMaxBodySize: Config.MaxBodySize is negative.
 	ErrMaxBodySize = errors.New("as2partner: max body size must not be negative")
+	// ErrKey: Config.Cert and Config.Key are not both set, or Key is not
+	// Cert's private key.
+	ErrKey = errors.New("as2partner: Cert and Key must be set together, and Key must be Cert's private key")
 )

@@ -18,7 +18,8 @@ const reportingUA = "floodgate-as2partner"
 
 // writeMDN answers with a synchronous MDN, RFC 4130 §7.4 and RFC 3798 §3: a
 // multipart/report with a human-readable part and a
-// message/disposition-notification part. disposition is what follows the
+// message/disposition-notification part, inside multipart/signed when the
+// request asked for a signed receipt and the partner has a key. disposition is what follows the
 // disposition mode, e.g. "processed" or "processed/error: authentication-failed".
 func (p *Partner) writeMDN(w http.ResponseWriter, req request, disposition, text string) {
 	us := req.to
@@ -66,12 +67,30 @@ func (p *Partner) writeMDN(w http.ResponseWriter, req request, disposition, text
 	h["Message-ID"] = []string{fmt.Sprintf("<mdn-%d-%d@%s>", p.created, seq, reportingUA)}
 	h["MIME-Version"] = []string{"1.0"}
 	h.Set("Date", now.Format(time.RFC1123Z))
-	h.Set("Content-Type", mime.FormatMediaType("multipart/report", map[string]string{
+	contentType := mime.FormatMediaType("multipart/report", map[string]string{
 		"report-type": "disposition-notification",
 		"boundary":    mw.Boundary(),
-	}))
+	})
+	out := body.Bytes()
+	if req.signedMDN && p.cfg.Key != nil {
+		// RFC 4130 §7.4: a signed receipt is the report entity inside
+		// multipart/signed, signed with the digest the sender asked for.
+		alg := req.micalg
+		if alg == "" {
+			alg = as2.SignSHA256
+		}
+		entity := append([]byte("Content-Type: "+contentType+"\r\n\r\n"), out...)
+		ct, signed, err := as2.SignEntity(entity, p.cfg.Cert, p.cfg.Key, alg)
+		if err != nil {
+			http.Error(w, "signing the MDN: "+err.Error(), http.StatusInternalServerError)
+			return
+		}
+		contentType, out = ct, signed
+		p.count(func(s *Stats) { s.SignedMDNs++ })
+	}
+	h.Set("Content-Type", contentType)
 	w.WriteHeader(http.StatusOK)
-	w.Write(body.Bytes())
+	w.Write(out)
 }
 
 // clean drops control characters so a value cannot break a header line.

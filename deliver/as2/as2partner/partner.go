@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"strings"
 	"sync"
@@ -37,6 +36,11 @@ type Stats struct {
 	Slow int
 	// ErrorMDNs counts MDNs with a "processed/error" disposition.
 	ErrorMDNs int
+	// Signed and Encrypted count processed requests that were signed (and
+	// the signature verified) and encrypted (and decrypted).
+	Signed, Encrypted int
+	// SignedMDNs counts MDNs returned signed, of any disposition.
+	SignedMDNs int
 	// BadRequests counts HTTP 400, 405 and 413 answers.
 	BadRequests int
 	// Abandoned counts requests whose client went away (context cancelled)
@@ -261,6 +265,8 @@ type request struct {
 	messageID string
 	mic       string
 	wantsMDN  bool
+	signedMDN bool   // a signed receipt was asked for
+	micalg    string // the MIC and MDN signature digest asked for, or ""
 }
 
 // process reads and answers a request that the fault script let through.
@@ -286,25 +292,44 @@ func (p *Partner) process(w http.ResponseWriter, r *http.Request, body []byte) {
 		return
 	}
 	req.wantsMDN = r.Header.Get("Disposition-Notification-To") != ""
+	req.signedMDN, req.micalg = as2.SignedReceiptRequest(r.Header.Get("Disposition-Notification-Options"))
 	if len(body) == 0 {
 		p.badRequest(w, http.StatusBadRequest, "empty body")
 		return
 	}
-	// RFC 4130 §7.3.1: for an unsigned, unencrypted message the MIC covers
-	// the content without headers.
-	req.mic, _ = as2.ComputeMIC(as2.MICAlgSHA256, body)
-
-	mediaType, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	switch {
-	case p.cfg.AS2ID != "" && req.to != p.cfg.AS2ID:
+	if p.cfg.AS2ID != "" && req.to != p.cfg.AS2ID {
 		p.answerError(w, req, "authentication-failed",
 			fmt.Sprintf("AS2-To %q is not this partner (%q)", req.to, p.cfg.AS2ID))
 		return
-	case mediaType == "multipart/signed" || mediaType == "application/pkcs7-mime":
-		p.answerError(w, req, "unexpected-processing-error",
-			fmt.Sprintf("%s is not supported by this partner yet", mediaType))
+	}
+	contentType := r.Header.Get("Content-Type")
+	if strings.TrimSpace(contentType) == "" {
+		contentType = "application/octet-stream"
+	}
+	opened, err := as2.OpenMessage(contentType, body, as2.OpenOptions{
+		Cert: p.cfg.Cert, Key: p.cfg.Key, SignerCert: p.cfg.SenderCert, MICAlgorithm: req.micalg,
+	})
+	switch {
+	case errors.Is(err, as2.ErrDecryption):
+		p.answerError(w, req, "decryption-failed", err.Error())
+		return
+	case errors.Is(err, as2.ErrSignature):
+		p.answerError(w, req, "authentication-failed", err.Error())
+		return
+	case err != nil:
+		p.answerError(w, req, "unexpected-processing-error", err.Error())
+		return
+	case p.cfg.RequireEncrypted && !opened.Encrypted:
+		p.answerError(w, req, "insufficient-message-security", "the message is not encrypted")
+		return
+	case p.cfg.RequireSigned && !opened.Signed:
+		p.answerError(w, req, "insufficient-message-security", "the message is not signed")
 		return
 	}
+	// RFC 4130 §7.3.1: OpenMessage computed the MIC over the signed entity,
+	// the decrypted entity, or the content alone, as the message requires.
+	req.mic = opened.MIC
+	payload := opened.Payload
 
 	p.mu.Lock()
 	p.received[req.messageID]++
@@ -314,7 +339,13 @@ func (p *Partner) process(w http.ResponseWriter, r *http.Request, body []byte) {
 		p.stats.UniqueProcessed++
 	}
 	p.stats.Processed++
-	if cn, err := x12.ControlNumberOf(body); err == nil {
+	if opened.Signed {
+		p.stats.Signed++
+	}
+	if opened.Encrypted {
+		p.stats.Encrypted++
+	}
+	if cn, err := x12.ControlNumberOf(payload); err == nil {
 		p.controls[cn]++
 	}
 	p.mu.Unlock()

@@ -216,7 +216,7 @@ func TestMDNAndNoMDN(t *testing.T) {
 	if b, _ := io.ReadAll(resp.Body); code != http.StatusOK || len(b) != 0 {
 		t.Errorf("no MDN requested: HTTP %d, %d bytes", code, len(b))
 	}
-	// A signed payload is not supported yet: error MDN.
+	// A multipart/signed body that cannot be read: error MDN.
 	h = validHeaders()
 	h.Set("Message-ID", "<m3@floodgate>")
 	h.Set("Content-Type", `multipart/signed; protocol="application/pkcs7-signature"; boundary=x`)

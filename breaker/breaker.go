@@ -1,0 +1,609 @@
+package breaker
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	stateMask = 3
+	warmBit   = 4
+	genShift  = 3
+
+	noTime         = math.MinInt64
+	unknownLatency = time.Duration(-1)
+)
+
+// Breaker is a circuit breaker with the states closed, open and half-open.
+// See the package documentation for the model. Create one with [New]; the
+// zero value is not usable. All methods are safe for concurrent use.
+type Breaker struct {
+	// Read on the fast paths; written only under mu.
+	word      atomic.Uint64 // gen<<genShift | warmBit | state
+	openUntil atomic.Int64  // ns since epoch; MaxInt64 while held open
+	curEpoch  atomic.Int64  // time-based window: current bucket epoch
+	stale     atomic.Uint64
+
+	// Immutable after New.
+	slots       *slotTable
+	cfg         Config
+	slowNs      time.Duration
+	closedTimed bool
+	timeWindow  bool
+	wall        bool
+	clock       Clock
+	tclock      TimerClock
+	epoch       time.Time
+	seed        uint64
+	classifier  func(error) Outcome
+	errOpen     *RejectedError
+	errProbe    *RejectedError
+	errThrottle *RejectedError
+	ctx         context.Context
+	cancel      context.CancelFunc
+
+	mu            sync.Mutex
+	state         State
+	gen           uint64
+	forced        bool
+	trips         int
+	lifetimeTrips uint64
+	window        time.Duration
+	step          time.Duration
+	openUntilNs   int64
+	hcHold        bool
+	hcRunning     bool
+	hcNext        int64
+
+	cw          closedWindow
+	windowStart uint64
+	uncounted   uint64
+
+	ho  halfOpen
+	led ledger
+
+	listeners    []listener
+	nextListener uint64
+	pending      []Transition
+	dispatching  bool
+
+	timer    Timer
+	timerAt  int64
+	timerSeq uint64
+	stopped  bool
+}
+
+type listener struct {
+	id uint64
+	fn func(Transition)
+}
+
+// New returns a closed breaker. It returns an error wrapping
+// [ErrInvalidConfig] ("invalid config: …") when cfg is invalid.
+func New(cfg Config) (*Breaker, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("invalid config: %w", err)
+	}
+	cfg.RampSteps = slices.Clone(cfg.RampSteps)
+	b := &Breaker{
+		cfg:         cfg,
+		slots:       newSlotTable(),
+		slowNs:      cfg.SlowCallDuration,
+		timeWindow:  cfg.WindowDuration > 0,
+		closedTimed: cfg.WindowDuration > 0 || cfg.SlowCallRateThreshold > 0,
+		seed:        cfg.Seed,
+		classifier:  cfg.Classifier,
+		timerAt:     noTime,
+		led:         newLedger(),
+	}
+	if cfg.Clock == nil {
+		b.clock, b.tclock, b.wall = wallClock{}, wallClock{}, true
+	} else {
+		b.clock = cfg.Clock
+		b.tclock, _ = cfg.Clock.(TimerClock)
+	}
+	if b.seed == 0 {
+		b.seed = rand.Uint64()
+	}
+	b.epoch = b.clock.Now()
+	b.errOpen = newRejectedError(cfg.Name, StateOpen, ErrOpen)
+	b.errProbe = newRejectedError(cfg.Name, StateHalfOpen, ErrProbeLimit)
+	b.errThrottle = newRejectedError(cfg.Name, StateHalfOpen, ErrThrottled)
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.cw = newClosedWindow(&cfg)
+	b.cw.reset(0)
+	b.curEpoch.Store(b.cw.cur)
+	b.publishLocked(false)
+	return b, nil
+}
+
+// Name returns [Config.Name].
+func (b *Breaker) Name() string { return b.cfg.Name }
+
+// Config returns the breaker's configuration with defaults applied.
+func (b *Breaker) Config() Config {
+	c := b.cfg
+	c.RampSteps = slices.Clone(c.RampSteps)
+	return c
+}
+
+func (b *Breaker) nowNs() int64 {
+	if b.wall {
+		return int64(time.Since(b.epoch))
+	}
+	return int64(b.clock.Now().Sub(b.epoch))
+}
+
+func (b *Breaker) ns(t time.Time) int64 { return int64(t.Sub(b.epoch)) }
+
+// now reads the clock; for the wall clock with one monotonic read.
+func (b *Breaker) now() time.Time {
+	if b.wall {
+		return b.epoch.Add(time.Since(b.epoch))
+	}
+	return b.clock.Now()
+}
+
+func (b *Breaker) at(ns int64) time.Time { return b.epoch.Add(time.Duration(ns)) }
+
+// publishLocked stores the fast-path word. Requires mu held (or New).
+func (b *Breaker) publishLocked(warm bool) {
+	w := b.gen<<genShift | uint64(b.state)
+	if warm && b.state == StateClosed {
+		w |= warmBit
+	}
+	b.word.Store(w)
+}
+
+// Allow asks to make one call now (by the breaker's clock). It returns a
+// [Permit] to report the call's outcome with, or a [*RejectedError] matching
+// [ErrOpen] (open) or [ErrProbeLimit] (half-open: probe cap full, or outside
+// the admitted share, which also matches [ErrThrottled]).
+//
+// In the closed state Allow takes no lock, does not allocate and reads the
+// clock only when latency or time matters there (SlowCallRateThreshold > 0
+// or a time-based window).
+func (b *Breaker) Allow() (Permit, error) {
+	w := b.word.Load()
+	if w&stateMask == uint64(StateClosed) {
+		var at time.Time
+		if b.closedTimed {
+			at = b.now()
+		}
+		return b.closedPermit(w, at), nil
+	}
+	t := b.now()
+	return b.allowSlow(t, b.ns(t))
+}
+
+// AllowAt is [Breaker.Allow] at time now, which the caller read from the
+// breaker's clock (or is replaying). The permit's latency is measured from
+// now.
+func (b *Breaker) AllowAt(now time.Time) (Permit, error) {
+	if w := b.word.Load(); w&stateMask == uint64(StateClosed) {
+		return b.closedPermit(w, now), nil
+	}
+	return b.allowSlow(now, b.ns(now))
+}
+
+func (b *Breaker) allowSlow(at time.Time, now int64) (Permit, error) {
+	if w := b.word.Load(); w&stateMask == uint64(StateOpen) && now < b.openUntil.Load() {
+		return Permit{}, b.errOpen
+	}
+	b.mu.Lock()
+	b.advanceLocked(now)
+	var p Permit
+	var err error
+	switch b.state {
+	case StateClosed:
+		p = b.closedPermit(b.word.Load(), at)
+	case StateOpen:
+		err = b.errOpen
+	default:
+		p, err = b.admitHalfOpenLocked(at, now)
+	}
+	b.armLocked(now)
+	b.unlockAndDispatch()
+	return p, err
+}
+
+// State returns the state now. It evaluates time: an open breaker whose
+// window ended reports half-open (and becomes so), an expired probe or the
+// half-open bound may reopen it.
+func (b *Breaker) State() State {
+	if b.word.Load()&stateMask == uint64(StateClosed) {
+		return StateClosed
+	}
+	return b.stateAt(b.nowNs())
+}
+
+// StateAt is [Breaker.State] at time now.
+func (b *Breaker) StateAt(now time.Time) State {
+	if b.word.Load()&stateMask == uint64(StateClosed) {
+		return StateClosed
+	}
+	return b.stateAt(b.ns(now))
+}
+
+func (b *Breaker) stateAt(now int64) State {
+	b.mu.Lock()
+	b.advanceLocked(now)
+	st := b.state
+	b.armLocked(now)
+	b.unlockAndDispatch()
+	return st
+}
+
+// Snapshot returns a consistent view of the breaker now (evaluating time
+// like [Breaker.State]).
+func (b *Breaker) Snapshot() Snapshot { return b.SnapshotAt(b.clock.Now()) }
+
+// SnapshotAt is [Breaker.Snapshot] at time t.
+func (b *Breaker) SnapshotAt(t time.Time) Snapshot {
+	now := b.ns(t)
+	b.mu.Lock()
+	b.advanceLocked(now)
+	b.armLocked(now)
+	s := Snapshot{
+		State:            b.state,
+		Generation:       b.gen,
+		ConsecutiveTrips: b.trips,
+		OpenWindow:       b.window,
+		OpenWindowStep:   b.step,
+		Stale:            b.stale.Load(),
+		Forced:           b.forced,
+		Trips:            b.lifetimeTrips,
+	}
+	switch b.state {
+	case StateClosed:
+		total := b.periodTotalLocked()
+		if b.timeWindow {
+			b.rotateLocked(now, total)
+		}
+		s.Calls, s.Failures, s.SlowCalls = b.cw.counts(total)
+		s.AdmittedShare = 1
+	case StateOpen:
+		if !b.forced {
+			s.OpenUntil = b.at(b.openUntilNs)
+		}
+	case StateHalfOpen:
+		h := &b.ho
+		s.ProbesInFlight = b.led.open
+		s.ConsecutiveSuccesses = h.consec
+		if h.stage != stageProbes {
+			s.Calls, s.Failures, s.SlowCalls = h.calls, h.fails, h.slows
+			s.AdmittedShare = h.share
+		}
+	}
+	b.unlockAndDispatch()
+	return s
+}
+
+// Stale returns the number of reported results discarded because their call
+// was admitted in an earlier state period.
+func (b *Breaker) Stale() uint64 { return b.stale.Load() }
+
+// AddListener registers fn to receive every [Transition]. Listeners are
+// called after the breaker's lock is released, one at a time, in the order
+// the transitions happened and the listeners were added; a listener may call
+// the breaker. When another goroutine is already delivering transitions, a
+// transition caused by this goroutine is delivered by that one. remove
+// unregisters fn; calling it again does nothing.
+func (b *Breaker) AddListener(fn func(Transition)) (remove func()) {
+	if fn == nil {
+		return func() {}
+	}
+	b.mu.Lock()
+	b.nextListener++
+	id := b.nextListener
+	b.listeners = append(slices.Clip(b.listeners), listener{id: id, fn: fn})
+	b.mu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			b.mu.Lock()
+			b.listeners = slices.DeleteFunc(slices.Clone(b.listeners), func(l listener) bool { return l.id == id })
+			b.mu.Unlock()
+		})
+	}
+}
+
+// unlockAndDispatch releases mu and delivers pending transitions, unless
+// another goroutine is delivering. Requires mu held.
+func (b *Breaker) unlockAndDispatch() {
+	if b.dispatching || len(b.pending) == 0 {
+		b.mu.Unlock()
+		return
+	}
+	b.dispatching = true
+	done := false
+	defer func() {
+		if !done { // a listener panicked; let the next caller deliver
+			b.mu.Lock()
+			b.dispatching = false
+			b.mu.Unlock()
+		}
+	}()
+	for len(b.pending) > 0 {
+		evs, ls := b.pending, b.listeners
+		b.pending = nil
+		b.mu.Unlock()
+		for _, ev := range evs {
+			for _, l := range ls {
+				l.fn(ev)
+			}
+		}
+		b.mu.Lock()
+	}
+	b.dispatching = false
+	done = true
+	b.mu.Unlock()
+}
+
+// ForceOpen isolates the dependency: the breaker opens (if not already) and
+// stays open, rejecting every call with [ErrOpen], ignoring its window and
+// health check, until [Breaker.ForceClose] or [Breaker.Reset]. It is not a
+// trip: the backoff ladder is unchanged.
+func (b *Breaker) ForceOpen() {
+	now := b.nowNs()
+	b.mu.Lock()
+	b.forced = true
+	if b.state != StateOpen {
+		b.window, b.step = 0, 0
+		b.enterLocked(StateOpen, now, "forced open", 0)
+	} else {
+		b.openUntil.Store(math.MaxInt64)
+	}
+	b.armLocked(now)
+	b.unlockAndDispatch()
+}
+
+// ForceClose closes the breaker now with a fresh window (ending a forced
+// open). Unlike a clean close it keeps the backoff ladder: the next trip
+// opens with the next, longer window.
+func (b *Breaker) ForceClose() {
+	now := b.nowNs()
+	b.mu.Lock()
+	b.forced = false
+	if b.state != StateClosed {
+		b.enterLocked(StateClosed, now, "forced closed", 0)
+	}
+	b.armLocked(now)
+	b.unlockAndDispatch()
+}
+
+// Reset returns the breaker to its initial state: closed, a fresh window,
+// the backoff ladder back at its base, not forced. Results of calls admitted
+// before the reset are stale.
+func (b *Breaker) Reset() {
+	now := b.nowNs()
+	b.mu.Lock()
+	b.forced = false
+	b.trips = 0
+	b.window, b.step = 0, 0
+	if b.state != StateClosed {
+		b.enterLocked(StateClosed, now, "reset", 0)
+	} else {
+		b.gen++
+		b.startClosedLocked(now)
+	}
+	b.armLocked(now)
+	b.unlockAndDispatch()
+}
+
+// Stop stops the breaker's timers and any running health check. The breaker
+// keeps working, evaluating time lazily on calls (as with a plain Clock).
+func (b *Breaker) Stop() {
+	b.mu.Lock()
+	b.stopped = true
+	if b.timer != nil {
+		b.timer.Stop()
+		b.timer = nil
+	}
+	b.timerAt = noTime
+	b.mu.Unlock()
+	b.cancel()
+}
+
+// ---- transitions (all require mu held) ----
+
+func (b *Breaker) enterLocked(to State, now int64, reason string, window time.Duration) {
+	from := b.state
+	if from == StateHalfOpen {
+		b.led.retire()
+	}
+	b.state = to
+	b.gen++
+	switch to {
+	case StateClosed:
+		b.startClosedLocked(now)
+	case StateOpen:
+		if b.forced {
+			b.openUntil.Store(math.MaxInt64)
+		} else {
+			b.openUntil.Store(b.openUntilNs)
+		}
+		b.publishLocked(false)
+	case StateHalfOpen:
+		b.ho = halfOpen{stage: stageProbes, since: now, progress: now}
+		b.publishLocked(false)
+	}
+	if len(b.listeners) > 0 {
+		b.pending = append(b.pending, Transition{
+			From: from, To: to, Reason: reason, At: b.at(now), Window: window,
+			Breaker: b.cfg.Name, Generation: b.gen, ConsecutiveTrips: b.trips,
+		})
+	}
+}
+
+func (b *Breaker) startClosedLocked(now int64) {
+	b.windowStart = b.slots.sum() - b.uncounted
+	b.cw.reset(now)
+	b.curEpoch.Store(b.cw.cur)
+	b.publishLocked(false)
+}
+
+// tripLocked opens the breaker with the next window of the ladder.
+func (b *Breaker) tripLocked(now int64, reason string) {
+	b.trips++
+	b.lifetimeTrips++
+	b.step = b.cfg.step(b.trips)
+	b.window = b.cfg.jittered(b.step, JitterDraw(b.seed, b.lifetimeTrips))
+	b.openUntilNs = now + int64(b.window)
+	b.hcHold = false
+	b.hcNext = now + int64(b.cfg.HealthCheckInterval)
+	b.enterLocked(StateOpen, now, reason, b.window)
+}
+
+// closeLocked closes after a successful recovery: a clean close, which puts
+// the backoff ladder back at its base.
+func (b *Breaker) closeLocked(now int64, reason string) {
+	b.trips = 0
+	b.enterLocked(StateClosed, now, reason, 0)
+}
+
+func (b *Breaker) enterHalfOpenLocked(now int64, reason string) {
+	b.hcHold = false
+	b.enterLocked(StateHalfOpen, now, reason, 0)
+}
+
+// advanceLocked applies what time alone changes: the end of the open window,
+// expired probes, the half-open bound, ramp steps and adaptive intervals.
+func (b *Breaker) advanceLocked(now int64) {
+	for range 64 {
+		switch b.state {
+		case StateOpen:
+			if b.forced || now < b.openUntilNs {
+				return
+			}
+			if b.hcHold {
+				b.openUntil.Store(math.MaxInt64)
+				return
+			}
+			b.enterHalfOpenLocked(now, "open window ended")
+		case StateHalfOpen:
+			gen := b.gen
+			b.advanceHalfOpenLocked(now)
+			if b.gen == gen {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
+// ---- timers ----
+
+func minTime(a, b int64) int64 {
+	if a == noTime {
+		return b
+	}
+	if b == noTime {
+		return a
+	}
+	return min(a, b)
+}
+
+// nextDeadlineLocked returns when time alone will next change something.
+func (b *Breaker) nextDeadlineLocked() int64 {
+	switch b.state {
+	case StateOpen:
+		if b.forced {
+			return noTime
+		}
+		d := int64(noTime)
+		if !b.hcHold {
+			d = b.openUntilNs
+		}
+		if b.cfg.HealthCheck != nil && !b.hcRunning {
+			d = minTime(d, b.hcNext)
+		}
+		return d
+	case StateHalfOpen:
+		return b.halfOpenDeadlineLocked()
+	}
+	return noTime
+}
+
+// armLocked makes sure a timer fires at the next deadline (when the clock
+// has timers). A timer already set earlier is kept; it re-arms when it fires.
+func (b *Breaker) armLocked(now int64) {
+	if b.tclock == nil || b.stopped {
+		return
+	}
+	d := b.nextDeadlineLocked()
+	if d == noTime {
+		return
+	}
+	if d <= now { // due yet not applied: never spin on a zero-delay timer
+		d = now + int64(time.Millisecond)
+	}
+	if b.timerAt != noTime && b.timerAt <= d {
+		return
+	}
+	if b.timer != nil {
+		b.timer.Stop()
+	}
+	b.timerSeq++
+	seq := b.timerSeq
+	b.timerAt = d
+	b.timer = b.tclock.AfterFunc(time.Duration(max(0, d-now)), func() { b.onTimer(seq) })
+}
+
+func (b *Breaker) onTimer(seq uint64) {
+	b.mu.Lock()
+	if seq != b.timerSeq || b.stopped {
+		b.mu.Unlock()
+		return
+	}
+	b.timer, b.timerAt = nil, noTime
+	now := b.nowNs()
+	b.advanceLocked(now)
+	check, gen := false, b.gen
+	if b.state == StateOpen && !b.forced && b.cfg.HealthCheck != nil && !b.hcRunning && now >= b.hcNext {
+		check = true
+		b.hcRunning = true
+		b.hcNext = now + int64(b.cfg.HealthCheckInterval)
+	}
+	b.armLocked(now)
+	b.unlockAndDispatch()
+	if check {
+		b.runHealthCheck(gen)
+	}
+}
+
+func (b *Breaker) runHealthCheck(gen uint64) {
+	err := b.callHealthCheck()
+	b.mu.Lock()
+	b.hcRunning = false
+	now := b.nowNs()
+	if b.gen == gen && b.state == StateOpen && !b.forced {
+		if err == nil {
+			b.enterHalfOpenLocked(now, "health check passed")
+		} else {
+			b.hcHold = true
+			b.advanceLocked(now)
+		}
+	}
+	b.armLocked(now)
+	b.unlockAndDispatch()
+}
+
+func (b *Breaker) callHealthCheck() (err error) {
+	ctx, cancel := context.WithTimeout(b.ctx, b.cfg.HealthCheckTimeout)
+	defer cancel()
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("breaker: health check panicked: %v", r)
+		}
+	}()
+	return b.cfg.HealthCheck(ctx)
+}

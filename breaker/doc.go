@@ -1,0 +1,75 @@
+// Package breaker is a transport-agnostic circuit breaker with the states
+// closed, open and half-open, built for recovering fragile dependencies
+// without flapping.
+//
+// # Model
+//
+// Closed: every call is admitted. Outcomes go into a sliding window, of the
+// last [Config.WindowSize] calls or (when [Config.WindowDuration] > 0) of the
+// calls in the last WindowDuration. Once the window holds
+// [Config.MinimumCalls] calls, the breaker trips when the failure rate
+// reaches [Config.FailureRateThreshold], or the slow-call rate reaches
+// [Config.SlowCallRateThreshold] (if set); it also trips after
+// [Config.ConsecutiveFailures] failures in a row (if set). [Config.Classifier]
+// maps an error to a success, a failure or a neutral outcome; neutral
+// outcomes (a permanent partner error, a shutdown) are not counted at all.
+// The rates are judged when a failure or slow call is recorded (and for every
+// call until the window holds MinimumCalls), so a run of successes never
+// takes a lock.
+//
+// Open: every call is rejected with [ErrOpen] for the open window. The n-th
+// consecutive trip opens for min(MaxOpenWindow, BaseOpenWindow ×
+// BackoffFactor^(n-1)), jittered uniformly within ±Jitter from a seedable
+// source ([Config.OpenWindowStep], [Config.OpenWindow], [JitterDraw]): with
+// the defaults 1s, 2s, 4s, 8s, 16s, 30s, 30s, … ± 20 %, the geofence design
+// note's ladder. The ladder goes back to its base only on a clean close,
+// never on a single good probe. When the window ends the breaker becomes
+// half-open by itself, on a timer, even if no call arrives (with a
+// [TimerClock], such as the default wall clock; with a plain [Clock], on the
+// next call to Allow, State or Snapshot). An optional [Config.HealthCheck],
+// polled while open, can end the open state early or hold it open.
+//
+// Half-open: the [HalfOpenPolicy] decides. All policies first admit at most
+// [Config.ProbeConcurrency] probes in flight (rejecting the rest with
+// [ErrProbeLimit]) and need [Config.SuccessesToClose] consecutive good
+// probes; the single-probe policy uses 1 and 1. A probe is good only if it
+// succeeded within [Config.SlowCallDuration]: a slow success is a failure.
+// Any failed probe reopens with the next, longer window. Then capped probes
+// close; ramp admits a growing share of traffic (10/25/50/100 % by default,
+// or Envoy's slow-start curve), checking each step's failure rate; adaptive
+// lets the admitted share follow the measured failures and latency (AIMD),
+// reopening only if failures persist at its minimum share. Calls outside the
+// share are rejected with [ErrThrottled], which also matches [ErrProbeLimit].
+//
+// Nothing gets stuck: a half-open admission neither reported nor cancelled
+// within [Config.MaxProbeWait] counts as a failure; a cancelled one
+// ([Permit.Cancel]) frees its slot; with no counted outcome within
+// [Config.HalfOpenBound] the breaker reopens.
+//
+// # Permits and generations
+//
+// The breaker is two-step, to fit ack/nack flows: [Breaker.Allow] returns a
+// [Permit], and the outcome is reported later with [Permit.Done] (error and
+// measured latency) or [Permit.Record] (explicit outcome and latency). Every
+// state change starts a new generation; a result from a call admitted in an
+// earlier generation is discarded and counted as stale (the idea of
+// gobreaker's generation counter). Reporting a permit twice is harmless: the
+// second report is ignored.
+//
+// # Time
+//
+// Time is a parameter. The breaker reads [Config.Clock] (default: the wall
+// clock), and every time-dependent method has an At variant taking the time
+// ([Breaker.AllowAt], [Permit.DoneAt], [Breaker.StateAt], …), as in
+// golang.org/x/time/rate. Tests use breakertest.Clock, a fake [TimerClock]
+// whose timers fire when it is advanced, and never sleep.
+//
+// # Concurrency and cost
+//
+// A Breaker is safe for concurrent use. The closed-state path (Allow, then
+// reporting a success) takes no lock, does not allocate, and reads the clock
+// only when the configuration needs latency or time in the closed state;
+// parallel callers touch different cache lines. Everything else takes one
+// mutex per breaker. Listeners ([Breaker.AddListener]) are called after the
+// mutex is released, in transition order.
+package breaker

@@ -1,0 +1,367 @@
+package breaker
+
+import (
+	"fmt"
+	"math"
+	"time"
+)
+
+type stage uint8
+
+const (
+	stageProbes   stage = iota // capped (or single) probes
+	stageRamp                  // ramp policy, after the probes passed
+	stageAdaptive              // adaptive policy, after the probes passed
+)
+
+// halfOpen is the state of one half-open period. Guarded by the breaker's
+// lock.
+type halfOpen struct {
+	stage    stage
+	since    int64 // entered half-open
+	progress int64 // last counted outcome (for the half-open bound)
+	consec   int   // consecutive good probes
+
+	// ramp and adaptive
+	credit float64 // admission credit: each offered call adds share
+	share  float64
+	calls  int // in the current step or interval
+	fails  int
+	slows  int
+
+	// ramp
+	stepIdx   int
+	stepStart int64
+	rampStart int64
+
+	// adaptive
+	aepoch     uint32 // grows on every change of share
+	epochCalls int    // outcomes of calls admitted at the current share
+	epochFails int
+	ceiling    float64 // last measured goodput share, 0 = unknown
+	k          int     // clean intervals in a row above the ceiling
+	latSum     time.Duration
+	latN       int
+	longLat    float64
+	minCalls   int // outcomes at the minimum share
+	minFails   int
+}
+
+func (b *Breaker) probeCap() int {
+	if b.cfg.HalfOpenPolicy == HalfOpenSingleProbe {
+		return 1
+	}
+	return b.cfg.ProbeConcurrency
+}
+
+func (b *Breaker) probesToPass() int {
+	if b.cfg.HalfOpenPolicy == HalfOpenSingleProbe {
+		return 1
+	}
+	return b.cfg.SuccessesToClose
+}
+
+func (b *Breaker) admitHalfOpenLocked(at time.Time, now int64) (Permit, error) {
+	h := &b.ho
+	if h.stage == stageProbes {
+		if b.led.open >= b.probeCap() {
+			return Permit{}, b.errProbe
+		}
+	} else {
+		h.credit += h.share
+		if h.credit < 1-shareEpsilon {
+			return Permit{}, b.errThrottle
+		}
+		h.credit--
+	}
+	id := b.led.add(now, h.aepoch)
+	return Permit{b: b, tag: probeFlag | id, at: at}, nil
+}
+
+func (b *Breaker) reportHalfOpenLocked(p Permit, now int64, o Outcome, lat time.Duration) {
+	id := p.tag &^ probeFlag
+	if b.state == StateHalfOpen && id >= b.led.liveFrom {
+		b.advanceLocked(now) // an expiry or the bound may end the period first
+	}
+	e, ok, live := b.led.finish(id)
+	if !ok {
+		return // reported before, or expired (already counted as a failure)
+	}
+	if !live {
+		b.stale.Add(1) // admitted in an earlier half-open period
+		return
+	}
+	switch o {
+	case OutcomeSuccess:
+		if lat > b.slowNs {
+			b.halfOpenOutcomeLocked(now, e, false, true, false, lat,
+				fmt.Sprintf("slow probe: %v > SlowCallDuration %v", lat, b.slowNs))
+		} else {
+			b.halfOpenOutcomeLocked(now, e, true, false, false, lat, "")
+		}
+	case OutcomeFailure:
+		b.halfOpenOutcomeLocked(now, e, false, false, false, lat, "probe failed")
+	default:
+		// neutral: the slot is free, nothing is counted
+	}
+}
+
+// halfOpenOutcomeLocked applies one counted outcome of a half-open admission.
+// reason explains a bad one.
+func (b *Breaker) halfOpenOutcomeLocked(now int64, e entry, good, slow, expired bool, lat time.Duration, reason string) {
+	h := &b.ho
+	if !expired {
+		h.progress = max(h.progress, now) // an expired probe did not complete
+	}
+	switch h.stage {
+	case stageProbes:
+		if !good {
+			b.tripLocked(now, reason)
+			return
+		}
+		h.consec++
+		if h.consec >= b.probesToPass() {
+			b.probesPassedLocked(now)
+		}
+	case stageRamp:
+		h.count(good, slow)
+		if !good && h.calls >= b.cfg.RampMinCalls {
+			if r := float64(h.fails) / float64(h.calls); r >= b.cfg.RampMaxFailureRate {
+				b.tripLocked(now, fmt.Sprintf("ramp at %.0f%%: failure rate %.2f >= %.2f over %d calls",
+					100*h.share, r, b.cfg.RampMaxFailureRate, h.calls))
+			}
+		}
+	case stageAdaptive:
+		b.adaptiveOutcomeLocked(now, e, good, slow, lat)
+	}
+}
+
+func (h *halfOpen) count(good, slow bool) {
+	h.calls++
+	if !good {
+		h.fails++
+	}
+	if slow {
+		h.slows++
+	}
+}
+
+func (b *Breaker) probesPassedLocked(now int64) {
+	h := &b.ho
+	n := h.consec
+	switch b.cfg.HalfOpenPolicy {
+	case HalfOpenRamp:
+		h.stage = stageRamp
+		h.rampStart, h.stepStart, h.stepIdx = now, now, 0
+		h.share = b.rampShare(0)
+		h.credit = 0
+		h.calls, h.fails, h.slows = 0, 0, 0
+	case HalfOpenAdaptive:
+		h.stage = stageAdaptive
+		h.share = b.cfg.AdaptiveMinShare
+		h.credit = 0
+		h.aepoch++
+		h.stepStart = now
+		h.calls, h.fails, h.slows = 0, 0, 0
+	default:
+		b.closeLocked(now, fmt.Sprintf("%d consecutive good probes", n))
+	}
+}
+
+// rampShare returns the share of the ramp elapsed ns after it started (curve
+// form) or of the current step.
+func (b *Breaker) rampShare(elapsed int64) float64 {
+	c := &b.cfg
+	if c.RampWindow <= 0 {
+		return c.RampSteps[b.ho.stepIdx]
+	}
+	t := max(float64(elapsed), 1) / float64(c.RampWindow)
+	return min(1, max(c.RampMinShare, math.Pow(t, 1/c.RampAggression)))
+}
+
+// advanceHalfOpenLocked applies expiries, the bound, ramp steps and adaptive
+// intervals due by now.
+func (b *Breaker) advanceHalfOpenLocked(now int64) {
+	c := &b.cfg
+	gen := b.gen
+	for b.gen == gen {
+		e, ok := b.led.expireOne(now - int64(c.MaxProbeWait))
+		if !ok {
+			break
+		}
+		b.halfOpenOutcomeLocked(now, e, false, false, true, 0,
+			fmt.Sprintf("probe not reported within MaxProbeWait %v", c.MaxProbeWait))
+	}
+	if b.gen != gen {
+		return
+	}
+	h := &b.ho
+	if now-h.progress >= int64(c.HalfOpenBound) {
+		b.tripLocked(now, fmt.Sprintf("half-open bound: no completed probe within %v", c.HalfOpenBound))
+		return
+	}
+	switch h.stage {
+	case stageRamp:
+		if c.RampWindow > 0 {
+			h.share = b.rampShare(now - h.rampStart)
+		}
+		if now-h.stepStart < int64(c.RampStepDuration) && (c.RampWindow <= 0 || now-h.rampStart < int64(c.RampWindow)) {
+			return
+		}
+		if h.calls > 0 {
+			if r := float64(h.fails) / float64(h.calls); r >= c.RampMaxFailureRate {
+				b.tripLocked(now, fmt.Sprintf("ramp at %.0f%%: failure rate %.2f >= %.2f over %d calls",
+					100*h.share, r, c.RampMaxFailureRate, h.calls))
+				return
+			}
+		}
+		if c.RampWindow > 0 {
+			if now-h.rampStart >= int64(c.RampWindow) {
+				b.closeLocked(now, "ramp completed")
+				return
+			}
+		} else {
+			if h.stepIdx == len(c.RampSteps)-1 {
+				b.closeLocked(now, "ramp completed")
+				return
+			}
+			h.stepIdx++
+			h.share = c.RampSteps[h.stepIdx]
+		}
+		h.stepStart = now
+		h.calls, h.fails, h.slows = 0, 0, 0
+	case stageAdaptive:
+		if now-h.stepStart >= int64(c.AdaptiveInterval) {
+			b.adaptiveIntervalLocked(now)
+		}
+	}
+}
+
+func (b *Breaker) halfOpenDeadlineLocked() int64 {
+	c := &b.cfg
+	h := &b.ho
+	d := h.progress + int64(c.HalfOpenBound)
+	if e := b.led.oldestLive(); e != nil {
+		d = min(d, e.start+int64(c.MaxProbeWait))
+	}
+	switch h.stage {
+	case stageRamp:
+		d = min(d, h.stepStart+int64(c.RampStepDuration))
+		if c.RampWindow > 0 {
+			d = min(d, h.rampStart+int64(c.RampWindow))
+		}
+	case stageAdaptive:
+		d = min(d, h.stepStart+int64(c.AdaptiveInterval))
+	}
+	return d
+}
+
+// ---- adaptive ----
+
+const shareEpsilon = 1e-9
+
+func (b *Breaker) atMinShare() bool { return b.ho.share <= b.cfg.AdaptiveMinShare+shareEpsilon }
+
+// adaptiveOutcomeLocked: a loss rate among the calls admitted at the current
+// share (from the second failure on) above the tolerance backs off at once (one decrease per share, like
+// TCP's one reduction per window, so the in-flight consequences of an
+// earlier share do not cut it again). At the minimum share, failures that
+// persist reopen the breaker.
+func (b *Breaker) adaptiveOutcomeLocked(now int64, e entry, good, slow bool, lat time.Duration) {
+	c := &b.cfg
+	h := &b.ho
+	h.count(good, slow)
+	if good && lat >= 0 {
+		h.latSum += lat
+		h.latN++
+	}
+	if e.aepoch != h.aepoch {
+		return
+	}
+	h.epochCalls++
+	if !good {
+		h.epochFails++
+	}
+	if b.atMinShare() {
+		h.minCalls++
+		if !good {
+			h.minFails++
+		}
+		if h.minCalls >= c.MinimumCalls {
+			if r := float64(h.minFails) / float64(h.minCalls); r >= c.FailureRateThreshold {
+				b.tripLocked(now, fmt.Sprintf("adaptive: failure rate %.2f >= %.2f persists at minimum share %.0f%%",
+					r, c.FailureRateThreshold, 100*c.AdaptiveMinShare))
+			}
+		}
+		return
+	}
+	if !good && h.epochFails >= 2 { // one failure alone is no evidence of a rate
+		if loss := float64(h.epochFails) / float64(h.epochCalls); loss > c.AdaptiveTolerance {
+			b.adaptiveDecreaseLocked(now, loss)
+		}
+	}
+}
+
+// adaptiveDecreaseLocked backs off: to share×AdaptiveBackoff, and no higher
+// than the goodput just measured (share × (1-loss)), which becomes the
+// ceiling the share regains quickly and then probes beyond carefully.
+func (b *Breaker) adaptiveDecreaseLocked(now int64, loss float64) {
+	c := &b.cfg
+	h := &b.ho
+	good := h.share * (1 - loss)
+	h.ceiling = max(good, c.AdaptiveMinShare)
+	h.setShare(max(c.AdaptiveMinShare, min(h.share*c.AdaptiveBackoff, good)))
+	h.k = 0
+	h.stepStart = now
+	h.calls, h.fails, h.slows, h.latSum, h.latN = 0, 0, 0, 0, 0
+}
+
+func (h *halfOpen) setShare(s float64) {
+	h.share = min(1, s)
+	h.aepoch++
+	h.epochCalls, h.epochFails = 0, 0
+	h.minCalls, h.minFails = 0, 0
+}
+
+// adaptiveIntervalLocked ends an interval. A clean one (calls seen, losses
+// within tolerance, latency within AdaptiveLatencyRatio of its long-run mean)
+// raises the share: halfway back to the ceiling (at least
+// AdaptiveIncrease) while below it, then by AdaptiveIncrease doubling with
+// every clean interval above it. A clean interval at 100 % closes.
+func (b *Breaker) adaptiveIntervalLocked(now int64) {
+	c := &b.cfg
+	h := &b.ho
+	clean := h.calls > 0 && float64(h.fails) <= c.AdaptiveTolerance*float64(h.calls)
+	if c.AdaptiveLatencyRatio > 0 && h.latN > 0 {
+		mean := float64(h.latSum) / float64(h.latN)
+		slow := h.longLat > 0 && h.latN >= 3 && mean > c.AdaptiveLatencyRatio*h.longLat
+		// The long-run mean follows every interval, so a lasting shift of
+		// latency becomes the new normal instead of holding the share down.
+		if h.longLat == 0 {
+			h.longLat = mean
+		} else {
+			h.longLat = 0.8*h.longLat + 0.2*mean
+		}
+		if clean && slow && !b.atMinShare() {
+			// Latency is a congestion signal, not an error: at the minimum
+			// share it neither holds the share down nor reopens.
+			b.adaptiveDecreaseLocked(now, 0)
+			return
+		}
+	}
+	if clean {
+		if h.share >= 1-shareEpsilon {
+			b.closeLocked(now, "adaptive recovery: clean interval at 100%")
+			return
+		}
+		if h.ceiling > h.share+shareEpsilon {
+			h.k = 0
+			h.setShare(min(h.ceiling, h.share+max(c.AdaptiveIncrease, (h.ceiling-h.share)/2)))
+		} else {
+			h.k++
+			h.setShare(h.share + c.AdaptiveIncrease*math.Pow(2, float64(min(h.k-1, 20))))
+		}
+	}
+	h.stepStart = now
+	h.calls, h.fails, h.slows, h.latSum, h.latN = 0, 0, 0, 0, 0
+}

@@ -1,0 +1,226 @@
+package breaker
+
+import (
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// probeFlag marks the tag of a half-open permit, whose tag is its ledger id.
+const probeFlag = 1 << 63
+
+// Permit is the admission of one call by [Breaker.Allow]. Report the call's
+// outcome once with Done, DoneAt, Record, RecordAt or Cancel. A Permit is a
+// small value: it is returned and copied by value and reporting does not
+// allocate. Reporting a permit a second time is ignored. A result reported
+// after the breaker changed state (a new generation) is discarded and counted
+// as stale. The zero Permit (returned with a rejection) ignores reports.
+type Permit struct {
+	// Four fields, so the compiler keeps a Permit in registers.
+	b    *Breaker
+	slot *atomic.Uint64 // closed: the permit's slot (nil if the table was full)
+	tag  uint64         // closed: expected slot word; half-open: probeFlag | ledger id
+	at   time.Time      // admission time; zero when not measured
+}
+
+// IsProbe reports whether the call was admitted in the half-open state, as a
+// probe or as part of a ramp or adaptive share.
+func (p Permit) IsProbe() bool { return p.b != nil && p.tag&probeFlag != 0 }
+
+// Done reports the call's error: [Config.Classifier] decides the outcome
+// (by default nil is a success, any error, context.Canceled included, a
+// failure) and the latency is the clock's time since admission. In the
+// closed state, unless SlowCallRateThreshold > 0 or the window is time-based,
+// Done reads no clock and judges no latency.
+func (p Permit) Done(err error) {
+	b := p.b
+	if b == nil {
+		return
+	}
+	o := b.classify(err)
+	var t time.Time
+	lat := unknownLatency
+	if p.tag&probeFlag != 0 || b.closedTimed {
+		t = b.now()
+		if !p.at.IsZero() {
+			lat = max(0, t.Sub(p.at))
+		}
+	}
+	b.report(p, t, o, lat)
+}
+
+// DoneAt is [Permit.Done] at time now; the latency is now minus the
+// admission time.
+func (p Permit) DoneAt(now time.Time, err error) {
+	b := p.b
+	if b == nil {
+		return
+	}
+	lat := unknownLatency
+	if !p.at.IsZero() {
+		lat = max(0, now.Sub(p.at))
+	}
+	b.report(p, now, b.classify(err), lat)
+}
+
+// Record reports an explicit outcome and latency (negative latencies count
+// as 0). The clock is read only when the breaker needs the time.
+func (p Permit) Record(o Outcome, latency time.Duration) {
+	b := p.b
+	if b == nil {
+		return
+	}
+	var t time.Time
+	if p.tag&probeFlag != 0 || b.timeWindow {
+		t = b.now()
+	}
+	b.report(p, t, o, max(0, latency))
+}
+
+// RecordAt is [Permit.Record] at time now.
+func (p Permit) RecordAt(now time.Time, o Outcome, latency time.Duration) {
+	b := p.b
+	if b == nil {
+		return
+	}
+	b.report(p, now, o, max(0, latency))
+}
+
+// Cancel releases the permit without an outcome (like OutcomeNeutral): a
+// cancelled probe frees its slot and counts neither way. Use it when the call
+// was never made, or was abandoned for a reason unrelated to the dependency
+// (shutdown). A probe cancelled because it timed out is a failure: report it
+// with Done.
+func (p Permit) Cancel() { p.Record(OutcomeNeutral, 0) }
+
+// closedPermit admits a closed-state call in the generation of state word w.
+func (b *Breaker) closedPermit(w uint64, at time.Time) Permit {
+	gen := w >> genShift
+	s, tag := b.slots.claim(gen)
+	if s == nil {
+		tag = slotWord(0, gen)
+	}
+	return Permit{b: b, slot: s, tag: tag, at: at}
+}
+
+func (b *Breaker) classify(err error) Outcome {
+	if b.classifier != nil {
+		return b.classifier(err)
+	}
+	if err == nil {
+		return OutcomeSuccess
+	}
+	return OutcomeFailure
+}
+
+// report is the closed fast path: a fast success of the current generation,
+// once the window holds MinimumCalls, only releases the permit's slot (no
+// lock, no read-modify-write). Everything else takes the locked path.
+func (b *Breaker) report(p Permit, t time.Time, o Outcome, lat time.Duration) {
+	if p.slot != nil && o == OutcomeSuccess && lat <= b.slowNs {
+		w := b.word.Load()
+		if (w>>genShift)&slotGenMask == p.tag>>slotGenShift && w&warmBit != 0 &&
+			(!b.timeWindow || floorDiv(b.ns(t), b.cw.width) == b.curEpoch.Load()) {
+			// A sequential second report finds the word changed and is
+			// ignored. Two reports of one permit racing each other store the
+			// same word; only if they also race a new claim of the slot can
+			// one success go uncounted.
+			if p.slot.Load() == p.tag {
+				storeRelease(p.slot, p.tag+1)
+			}
+			return
+		}
+	}
+	b.reportSlow(p, t, o, lat)
+}
+
+// reportSlow takes the lock; a zero t means now by the clock.
+func (b *Breaker) reportSlow(p Permit, t time.Time, o Outcome, lat time.Duration) {
+	b.mu.Lock()
+	var now int64
+	if t.IsZero() {
+		now = b.nowNs()
+	} else {
+		now = b.ns(t)
+	}
+	if p.tag&probeFlag != 0 {
+		b.reportHalfOpenLocked(p, now, o, lat)
+	} else {
+		b.reportClosedLocked(p, now, o, lat)
+	}
+	b.armLocked(now)
+	b.unlockAndDispatch()
+}
+
+// release frees a closed permit's slot, counting one outcome; false means
+// the permit was already reported.
+func (b *Breaker) release(p Permit) bool {
+	if p.slot == nil {
+		b.slots.extra.Add(1)
+		return true
+	}
+	return p.slot.CompareAndSwap(p.tag, p.tag+1)
+}
+
+// periodTotalLocked is the number of outcomes counted in the current closed
+// period.
+func (b *Breaker) periodTotalLocked() int64 {
+	return int64(b.slots.sum() - b.uncounted - b.windowStart)
+}
+
+func (b *Breaker) rotateLocked(now, total int64) {
+	b.curEpoch.Store(b.cw.rotate(now, total))
+}
+
+func (b *Breaker) reportClosedLocked(p Permit, now int64, o Outcome, lat time.Duration) {
+	if b.state != StateClosed || b.gen&slotGenMask != p.tag>>slotGenShift {
+		if b.release(p) {
+			b.uncounted++
+			b.stale.Add(1)
+		}
+		return
+	}
+	if b.timeWindow {
+		b.rotateLocked(now, b.periodTotalLocked())
+	}
+	if !b.release(p) {
+		return
+	}
+	if o != OutcomeSuccess && o != OutcomeFailure {
+		b.uncounted++ // neutral: not counted at all
+		return
+	}
+	total := b.periodTotalLocked()
+	fail := o == OutcomeFailure
+	slow := lat > b.slowNs
+	b.cw.add(total, fail, slow)
+	b.evaluateClosedLocked(now, total)
+}
+
+// evaluateClosedLocked judges the window and trips or marks it warm. It runs
+// for every failure and slow call, and for successes until the window holds
+// MinimumCalls: once it does, a success can only lower the rates.
+func (b *Breaker) evaluateClosedLocked(now, total int64) {
+	c := &b.cfg
+	calls, fails, slows := b.cw.counts(total)
+	if c.ConsecutiveFailures > 0 && b.cw.lastFailPos == total && b.cw.run >= c.ConsecutiveFailures {
+		b.tripLocked(now, fmt.Sprintf("consecutive failures %d >= %d", b.cw.run, c.ConsecutiveFailures))
+		return
+	}
+	warm := calls >= c.MinimumCalls
+	if warm {
+		if r := float64(fails) / float64(calls); r >= c.FailureRateThreshold {
+			b.tripLocked(now, fmt.Sprintf("failure rate %.2f >= %.2f over %d calls", r, c.FailureRateThreshold, calls))
+			return
+		}
+		if c.SlowCallRateThreshold > 0 {
+			if r := float64(slows) / float64(calls); r >= c.SlowCallRateThreshold {
+				b.tripLocked(now, fmt.Sprintf("slow-call rate %.2f >= %.2f over %d calls", r, c.SlowCallRateThreshold, calls))
+				return
+			}
+		}
+	}
+	if warm != (b.word.Load()&warmBit != 0) {
+		b.publishLocked(warm)
+	}
+}

@@ -1,0 +1,16 @@
+//go:build !race && (amd64 || arm64)
+
+package breaker
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// storeRelease frees a slot on the closed fast path with a plain word store:
+// only the permit's holder writes a busy slot, claimers CAS only free slots,
+// and aligned 64-bit stores are single-copy atomic on this platform, so a
+// concurrent reader sees the old or the new word. An atomic store would be
+// an XCHG here, as costly as a CAS. (Under the race detector, and on other
+// platforms, it is an atomic store.)
+func storeRelease(s *atomic.Uint64, v uint64) { *(*uint64)(unsafe.Pointer(s)) = v }

@@ -1,0 +1,292 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/floodgate-go/floodgate/sim"
+	"github.com/floodgate-go/floodgate/sim/simplot"
+)
+
+// simOptions are the settings of "floodgate sim" that are not scenario
+// numbers.
+type simOptions struct {
+	preset     string
+	strategies string
+	format     string
+	plot       string
+	out        string
+	series     bool
+}
+
+// scenarioFlags maps a scenario field (as named by sim.FieldError) to its
+// flag.
+var scenarioFlags = map[string]string{
+	"Rate":             "rate",
+	"Arrivals":         "arrivals",
+	"Duration":         "duration",
+	"RecoverAt":        "recover-at",
+	"Outage":           "outage",
+	"Fragile":          "fragile",
+	"FragileCapacity":  "fragile-capacity",
+	"Overflow":         "overflow",
+	"Healthy.Median":   "latency",
+	"Healthy.P99":      "latency-p99",
+	"Slow.Median":      "slow-median",
+	"Slow.P99":         "slow-p99",
+	"SlowCallDuration": "slow-call",
+	"OpenWindow":       "open-window",
+	"MaxOpenWindow":    "max-open-window",
+}
+
+const simUsage = `Usage: floodgate sim [flags]
+
+Simulates a dependency that fails and recovers, on a virtual clock, and the
+real breaker in front of it with each half-open strategy, and compares them:
+errors and re-trips after recovery, time to close and to full traffic, probes
+in flight and during the outage, calls diverted. The same flags and seed give
+the same output, byte for byte.
+
+Presets (from the design notes):
+  fragile      100 calls/s; down 10s-20s; then 30 calls/s for 10s (excess fails)
+  slow         100 calls/s; P99 900ms from 5s to 20s, then 5ms, cold for 10s
+               (30 calls/s fast, excess slow); slow call > 50ms
+  long-outage  10 calls/s; down for 4h; open window 30s, doubling to 10m
+
+Strategies: eager (fixed window, no probe cap, close on first success),
+single-probe, capped-probes (2 in flight, 5 successes), ramp (10/25/50/100 %%,
+2s each), adaptive.
+
+Every scenario flag defaults to the preset's value; the defaults shown are the
+fragile preset's. Giving only -latency-p99 (or only -latency) keeps the ratio
+of median to P99; likewise -slow-p99 and -slow-median. Without -duration the
+run goes on after the fragile phase as long as the preset's does.
+
+Flags:
+`
+
+// runSim is "floodgate sim".
+func runSim(args []string, stdout, stderr io.Writer) int {
+	base, err := sim.Preset("fragile")
+	if err != nil {
+		fmt.Fprintf(stderr, "floodgate sim: %v\n", err)
+		return exitError
+	}
+	var o simOptions
+	f := base // flag values; only the flags given override the preset
+	var seed uint64
+	var arrivals, overflow string
+	fs := flag.NewFlagSet("floodgate sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), strings.ReplaceAll(simUsage, "%%", "%"))
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.preset, "preset", "fragile", "scenario `name`: "+strings.Join(sim.PresetNames(), ", "))
+	fs.StringVar(&o.strategies, "strategies", "all", "`list` of strategies, comma-separated, or all: "+strings.Join(sim.StrategyNames(), ", "))
+	fs.StringVar(&o.format, "format", "table", "output `format`: table, json or markdown")
+	fs.StringVar(&o.plot, "plot", "", "also draw the comparison to `file`.svg or file.png")
+	fs.StringVar(&o.out, "o", "", "write the table or JSON to `file` instead of standard output")
+	fs.BoolVar(&o.series, "series", true, "JSON: include each strategy's per-100ms series")
+	fs.Float64Var(&f.Rate, "rate", f.Rate, "offered `calls` per second, in (0, 100000]")
+	fs.StringVar(&arrivals, "arrivals", f.Arrivals.String(), "arrival `process`: poisson or uniform")
+	fs.DurationVar(&f.Duration, "duration", f.Duration, "length of the run, in (0, 48h]")
+	fs.DurationVar(&f.RecoverAt, "recover-at", f.RecoverAt, "when the outage ends (the recovery), in (0, -duration]")
+	fs.DurationVar(&f.Outage, "outage", f.Outage, "how long the outage lasts before -recover-at, in [0, -recover-at]")
+	fs.BoolVar(&f.SlowOutage, "slow-outage", f.SlowOutage, "the outage is slow (latency -slow-median/-slow-p99) rather than down")
+	fs.DurationVar(&f.Fragile, "fragile", f.Fragile, "how long after the recovery the dependency has only -fragile-capacity")
+	fs.Float64Var(&f.FragileCapacity, "fragile-capacity", f.FragileCapacity, "`calls` per second served normally while fragile")
+	fs.StringVar(&overflow, "overflow", f.Overflow.String(), "what happens to calls beyond -fragile-capacity: `fail` or slow")
+	fs.DurationVar(&f.Healthy.Median, "latency", f.Healthy.Median, "median latency of a normal call")
+	fs.DurationVar(&f.Healthy.P99, "latency-p99", f.Healthy.P99, "P99 latency of a normal call")
+	fs.DurationVar(&f.Slow.Median, "slow-median", f.Slow.Median, "median latency of a slow call")
+	fs.DurationVar(&f.Slow.P99, "slow-p99", f.Slow.P99, "P99 latency of a slow call (a slow outage, or -overflow slow)")
+	fs.DurationVar(&f.SlowCallDuration, "slow-call", f.SlowCallDuration, "a call slower than this is slow: it trips the breaker at a 50% rate and fails a probe")
+	fs.DurationVar(&f.OpenWindow, "open-window", f.OpenWindow, "first open window (eager's fixed window)")
+	fs.DurationVar(&f.MaxOpenWindow, "max-open-window", f.MaxOpenWindow, "cap of the doubling, jittered open window")
+	fs.BoolVar(&f.HealthCheck, "health-check", f.HealthCheck, "give every strategy but eager a health check, polled every 1s while open, that passes unless the dependency is down")
+	fs.Uint64Var(&seed, "seed", base.Seed, "random seed of arrivals, latencies and jitter")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage // the flag package printed the message and usage
+	}
+	if fs.NArg() > 0 {
+		return usageError(stderr, "unexpected argument %q (flags only; see -h)", fs.Arg(0))
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+
+	sc, err := sim.Preset(o.preset)
+	if err != nil {
+		return usageError(stderr, "-preset: unknown preset %q, allowed %s", o.preset, strings.Join(sim.PresetNames(), ", "))
+	}
+	names, err := sim.ParseStrategies(o.strategies)
+	if err != nil {
+		return usageError(stderr, "-strategies: %v", strings.TrimPrefix(err.Error(), "sim: "))
+	}
+	switch o.format {
+	case "table", "json", "markdown":
+	default:
+		return usageError(stderr, "-format: unknown format %q, allowed table, json or markdown", o.format)
+	}
+	if o.plot != "" {
+		if ext := strings.ToLower(filepath.Ext(o.plot)); ext != ".svg" && ext != ".png" {
+			return usageError(stderr, "-plot: file %q must end in .svg or .png", o.plot)
+		}
+	}
+	if set["arrivals"] {
+		if f.Arrivals, err = sim.ParseArrivals(arrivals); err != nil {
+			return usageError(stderr, "-arrivals: unknown process %q, allowed poisson or uniform", arrivals)
+		}
+	}
+	if set["overflow"] {
+		if f.Overflow, err = sim.ParseOverflow(overflow); err != nil {
+			return usageError(stderr, "-overflow: unknown value %q, allowed fail or slow", overflow)
+		}
+	}
+	f.Seed = seed
+	sc = applyFlags(sc, f, set)
+	if err := sc.Validate(); err != nil {
+		var fe *sim.FieldError
+		if errors.As(err, &fe) {
+			if name, ok := scenarioFlags[fe.Field]; ok {
+				return usageError(stderr, "-%s: %v is out of range, allowed %s", name, fe.Value, flagRange(fe.Field, fe.Allowed))
+			}
+		}
+		return usageError(stderr, "%v", err)
+	}
+
+	results, err := sim.Run(sc, names)
+	if err != nil {
+		fmt.Fprintf(stderr, "floodgate sim: %v\n", err)
+		return exitError
+	}
+	var buf bytes.Buffer
+	switch o.format {
+	case "table":
+		err = sim.WriteTable(&buf, sc, results)
+	case "json":
+		err = sim.WriteJSON(&buf, sc, results, o.series)
+	case "markdown":
+		err = sim.WriteMarkdown(&buf, sc, results)
+	}
+	if err == nil {
+		if o.out != "" {
+			err = os.WriteFile(o.out, buf.Bytes(), 0o644)
+		} else {
+			_, err = stdout.Write(buf.Bytes())
+		}
+	}
+	if err == nil && o.plot != "" {
+		err = simplot.WriteFile(o.plot, sc, results)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "floodgate sim: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// applyFlags returns preset sc with the scenario flags that were given (set)
+// taken from f.
+func applyFlags(sc, f sim.Scenario, set map[string]bool) sim.Scenario {
+	preset := sc
+	if set["rate"] {
+		sc.Rate = f.Rate
+	}
+	if set["arrivals"] {
+		sc.Arrivals = f.Arrivals
+	}
+	if set["recover-at"] {
+		sc.RecoverAt = f.RecoverAt
+	}
+	if set["outage"] {
+		sc.Outage = f.Outage
+	}
+	if set["slow-outage"] {
+		sc.SlowOutage = f.SlowOutage
+	}
+	if set["fragile"] {
+		sc.Fragile = f.Fragile
+	}
+	if set["fragile-capacity"] {
+		sc.FragileCapacity = f.FragileCapacity
+	}
+	if set["overflow"] {
+		sc.Overflow = f.Overflow
+	}
+	sc.Healthy = latency(sc.Healthy, f.Healthy, set["latency"], set["latency-p99"])
+	sc.Slow = latency(sc.Slow, f.Slow, set["slow-median"], set["slow-p99"])
+	if set["slow-call"] {
+		sc.SlowCallDuration = f.SlowCallDuration
+	}
+	if set["open-window"] {
+		sc.OpenWindow = f.OpenWindow
+		if !set["max-open-window"] && sc.MaxOpenWindow < sc.OpenWindow {
+			sc.MaxOpenWindow = sc.OpenWindow
+		}
+	}
+	if set["max-open-window"] {
+		sc.MaxOpenWindow = f.MaxOpenWindow
+	}
+	if set["health-check"] {
+		sc.HealthCheck = f.HealthCheck
+	}
+	sc.Seed = f.Seed
+	if set["duration"] {
+		sc.Duration = f.Duration
+	} else {
+		tail := preset.Duration - preset.RecoverAt - preset.Fragile
+		sc.Duration = max(preset.Duration, sc.RecoverAt+sc.Fragile+tail)
+	}
+	return sc
+}
+
+// latency applies a median and P99 given on the command line to l. When
+// only one is given, the other keeps its ratio to it.
+func latency(l, flags sim.Latency, median, p99 bool) sim.Latency {
+	switch {
+	case median && p99:
+		return flags
+	case median:
+		if l.Median > 0 {
+			l.P99 = time.Duration(float64(flags.Median) * float64(l.P99) / float64(l.Median))
+		}
+		l.Median = flags.Median
+	case p99:
+		if l.P99 > 0 {
+			l.Median = time.Duration(float64(flags.P99) * float64(l.Median) / float64(l.P99))
+		}
+		l.P99 = flags.P99
+	}
+	return l
+}
+
+// flagRange rewrites the allowed range of scenario field ("(0, Duration
+// (1m0s)]") in flag names.
+func flagRange(field, allowed string) string {
+	median := "-latency"
+	if strings.HasPrefix(field, "Slow.") {
+		median = "-slow-median"
+	}
+	r := strings.NewReplacer("Duration-RecoverAt", "-duration minus -recover-at", "RecoverAt", "-recover-at",
+		"Duration", "-duration", "OpenWindow", "-open-window", "Median", median,
+		"Rate × Duration", "-rate × -duration", "Fragile > 0", "-fragile > 0")
+	return r.Replace(allowed)
+}
+
+// usageError prints a command-line error and returns exitUsage.
+func usageError(stderr io.Writer, format string, args ...any) int {
+	fmt.Fprintf(stderr, "floodgate sim: "+format+"\n", args...)
+	fmt.Fprintln(stderr, `Run "floodgate sim -h" for the flags.`)
+	return exitUsage
+}

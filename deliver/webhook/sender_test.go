@@ -1,0 +1,243 @@
+package webhook_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/floodgate-go/floodgate/deliver"
+	"github.com/floodgate-go/floodgate/deliver/webhook"
+)
+
+const id = "0195a0c2-7e1b-7c3a-9d41-5b2f8e6a1c07"
+
+func newSender(t *testing.T, url string, mod func(*webhook.Config)) *webhook.Sender {
+	t.Helper()
+	cfg := webhook.Config{URL: url, Secret: secret, Timeout: 5 * time.Second, Now: func() time.Time { return t0 }}
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := webhook.NewSender(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestSendHeadersAndBody(t *testing.T) {
+	var got *http.Request
+	var gotBody []byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got = r.Clone(context.Background())
+		gotBody, _ = io.ReadAll(r.Body)
+		w.WriteHeader(http.StatusAccepted)
+	}))
+	defer srv.Close()
+	s := newSender(t, srv.URL+"/hooks/geofence", func(c *webhook.Config) {
+		c.Header = http.Header{"X-Tenant": {"fleet-12"}}
+	})
+	if err := s.Send(context.Background(), id, body); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	if got.Method != http.MethodPost || got.URL.Path != "/hooks/geofence" || string(gotBody) != string(body) {
+		t.Errorf("%s %s with %q", got.Method, got.URL.Path, gotBody)
+	}
+	for name, want := range map[string]string{
+		"Content-Type":          "application/json",
+		"Idempotency-Key":       id,
+		"X-Floodgate-Timestamp": "1741944600",
+		"X-Floodgate-Signature": "v1=686bb5a964877623fb97a9d05e984705b158fbbfb0da68ae3a9e376fbfd12352",
+		"X-Tenant":              "fleet-12",
+		"User-Agent":            "floodgate-webhook",
+	} {
+		if v := got.Header.Get(name); v != want {
+			t.Errorf("%s = %q, want %q", name, v, want)
+		}
+	}
+	if err := webhook.VerifyAt(got.Header, gotBody, secret, 0, t0.Add(time.Second)); err != nil {
+		t.Errorf("Verify: %v", err)
+	}
+}
+
+func TestSendRawAndUnsigned(t *testing.T) {
+	var h http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h = r.Header.Clone() }))
+	defer srv.Close()
+	s := newSender(t, srv.URL, func(c *webhook.Config) {
+		c.Format, c.ContentType, c.Secret = webhook.FormatRaw, "text/csv; charset=utf-8", nil
+	})
+	if err := s.Send(context.Background(), id, []byte("a,b\n1,2\n")); err != nil {
+		t.Fatal(err)
+	}
+	if h.Get("Content-Type") != "text/csv; charset=utf-8" || h.Get(webhook.HeaderSignature) != "" || h.Get(webhook.HeaderTimestamp) != "" {
+		t.Errorf("headers = %v", h)
+	}
+}
+
+func TestSendStatusClassification(t *testing.T) {
+	httpDate := t0.Add(time.Hour).Format(http.TimeFormat) // in the past for the real clock
+	tests := []struct {
+		status     int
+		retryAfter string
+		kind       error // nil: success
+		after      time.Duration
+	}{
+		{200, "", nil, 0},
+		{204, "", nil, 0},
+		{500, "", deliver.ErrRetryable, 0},
+		{502, "", deliver.ErrRetryable, 0},
+		{503, "7", deliver.ErrRetryable, 7 * time.Second},
+		{429, "120", deliver.ErrRetryable, 120 * time.Second},
+		{429, httpDate, deliver.ErrRetryable, 0},
+		{408, "", deliver.ErrRetryable, 0},
+		{400, "", deliver.ErrPermanent, 0},
+		{401, "", deliver.ErrPermanent, 0},
+		{404, "", deliver.ErrPermanent, 0},
+		{409, "", deliver.ErrPermanent, 0},
+		{422, "30", deliver.ErrPermanent, 0},
+		{302, "", deliver.ErrPermanent, 0},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprint(tt.status, tt.retryAfter), func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tt.retryAfter != "" {
+					w.Header().Set("Retry-After", tt.retryAfter)
+				}
+				if tt.status == 302 {
+					w.Header().Set("Location", "/elsewhere")
+				}
+				w.WriteHeader(tt.status)
+				io.WriteString(w, "consumer says no\n")
+			}))
+			defer srv.Close()
+			err := newSender(t, srv.URL, nil).Send(context.Background(), id, body)
+			if tt.kind == nil {
+				if err != nil {
+					t.Fatalf("Send = %v", err)
+				}
+				return
+			}
+			var de *deliver.Error
+			if !errors.Is(err, tt.kind) || !errors.As(err, &de) || de.StatusCode != tt.status || de.RetryAfter != tt.after || de.Op != "webhook send" {
+				t.Fatalf("Send = %#v, want %v with RetryAfter %v", err, tt.kind, tt.after)
+			}
+			if !strings.Contains(err.Error(), "consumer says no") {
+				t.Errorf("error %q does not quote the response", err)
+			}
+		})
+	}
+}
+
+func TestSendTimeoutIsRetryable(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	s := newSender(t, srv.URL, func(c *webhook.Config) { c.Timeout = 100 * time.Millisecond })
+	start := time.Now()
+	err := s.Send(context.Background(), id, body)
+	if !errors.Is(err, deliver.ErrRetryable) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Send = %v, want retryable deadline exceeded", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("Send took %v with a 100ms timeout", d)
+	}
+}
+
+func TestSendConnectionRefusedIsRetryable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + l.Addr().String()
+	l.Close()
+	err = newSender(t, url, nil).Send(context.Background(), id, body)
+	var opErr *net.OpError
+	if !errors.Is(err, deliver.ErrRetryable) || !errors.As(err, &opErr) {
+		t.Fatalf("Send = %v, want retryable *net.OpError", err)
+	}
+}
+
+func TestSendInvalidMessagesArePermanent(t *testing.T) {
+	var requests atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { requests.Add(1) }))
+	defer srv.Close()
+	s := newSender(t, srv.URL, nil)
+	for _, tt := range []struct {
+		id      string
+		payload []byte
+		want    error
+	}{
+		{"", body, webhook.ErrIdempotencyKey},
+		{"has space", body, webhook.ErrIdempotencyKey},
+		{strings.Repeat("k", 256), body, webhook.ErrIdempotencyKey},
+		{id, []byte(`{"open":`), webhook.ErrInvalidJSON},
+		{id, nil, webhook.ErrInvalidJSON},
+	} {
+		if err := s.Send(context.Background(), tt.id, tt.payload); !errors.Is(err, tt.want) || !deliver.IsPermanent(err) {
+			t.Errorf("Send(%.20q, %q) = %v, want permanent %v", tt.id, tt.payload, err, tt.want)
+		}
+	}
+	if err := s.SendJSON(context.Background(), id, map[string]any{"bad": make(chan int)}); !errors.Is(err, webhook.ErrInvalidJSON) || !deliver.IsPermanent(err) {
+		t.Errorf("SendJSON(chan) = %v", err)
+	}
+	if n := requests.Load(); n != 0 {
+		t.Errorf("%d requests sent for messages that cannot be sent", n)
+	}
+	// SendJSON of a good value is sent.
+	if err := s.SendJSON(context.Background(), id, map[string]string{"fence": "depot-7"}); err != nil || requests.Load() != 1 {
+		t.Errorf("SendJSON = %v, %d requests", err, requests.Load())
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	valid := webhook.Config{URL: "https://hooks.example.com/geofence"}
+	tests := []struct {
+		name  string
+		mod   func(*webhook.Config)
+		want  error
+		field string
+	}{
+		{"no URL", func(c *webhook.Config) { c.URL = "" }, webhook.ErrURL, "Config.URL"},
+		{"relative URL", func(c *webhook.Config) { c.URL = "/hook" }, webhook.ErrURL, "Config.URL"},
+		{"unknown format", func(c *webhook.Config) { c.Format = 7 }, webhook.ErrFormat, "Config.Format"},
+		{"bad content type", func(c *webhook.Config) { c.Format, c.ContentType = webhook.FormatRaw, "text csv" }, webhook.ErrContentType, "Config.ContentType"},
+		{"negative timeout", func(c *webhook.Config) { c.Timeout = -1 }, webhook.ErrNegative, "Config.Timeout"},
+		{"reserved header", func(c *webhook.Config) { c.Header = http.Header{"Idempotency-Key": {"x"}} }, webhook.ErrHeader, "Config.Header"},
+		{"bad header name", func(c *webhook.Config) { c.Header = http.Header{"X Bad": {"x"}} }, webhook.ErrHeader, "Config.Header"},
+		{"header value with newline", func(c *webhook.Config) { c.Header = http.Header{"X-Tenant": {"a\nb"}} }, webhook.ErrHeader, "Config.Header"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := valid
+			tt.mod(&cfg)
+			s, err := webhook.NewSender(cfg)
+			if s != nil || !errors.Is(err, tt.want) || !strings.HasPrefix(err.Error(), "invalid config: "+tt.field) {
+				t.Fatalf("NewSender = %v, %v; want %v naming %s", s, err, tt.want, tt.field)
+			}
+		})
+	}
+	s, err := webhook.NewSender(valid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := s.Config(); c.Timeout != 10*time.Second || c.ContentType != "application/json" || c.HTTPClient == nil || c.Now == nil {
+		t.Errorf("defaults = %+v", c)
+	}
+	if webhook.FormatJSON.String() != "json" || webhook.FormatRaw.String() != "raw" || webhook.Format(5).String() != "Format(5)" {
+		t.Error("Format.String")
+	}
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+)
+
+// options are the example's command-line settings.
+type options struct {
+	rate            float64       // messages published per second
+	produceFor      time.Duration // how long the producer publishes
+	healthyFor      time.Duration // healthy partner before the outage
+	outage          time.Duration // partner answers 503
+	fragile         time.Duration // partner capacity-limited after the outage
+	fragileCapacity float64       // messages/s the partner takes while fragile
+	natsURL         string        // external NATS; empty = embedded
+	summary         string        // JSON summary file; empty = none
+	settle          time.Duration // how long to wait for the backlog after producing
+	quiet           bool          // no timeline
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("edi-as2", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Float64Var(&o.rate, "rate", 40, "X12 850 messages published per `second`, in (0, 5000]")
+	fs.DurationVar(&o.produceFor, "produce-for", 20*time.Second, "how long the producer publishes, in (0, 10m]")
+	fs.DurationVar(&o.healthyFor, "healthy", 3*time.Second, "healthy partner before the outage, in [0, 10m]")
+	fs.DurationVar(&o.outage, "outage", 6*time.Second, "outage: the partner answers HTTP 503, in [0, 1h]")
+	fs.DurationVar(&o.fragile, "fragile", 5*time.Second, "fragile recovery after the outage, in [0, 1h]")
+	fs.Float64Var(&o.fragileCapacity, "fragile-capacity", 15, "messages/s the partner takes while fragile; excess gets 503, in (0, 5000]")
+	fs.StringVar(&o.natsURL, "nats-url", "", "external NATS server URL (default: an embedded JetStream server)")
+	fs.StringVar(&o.summary, "summary", "", "write a JSON summary to this `file`")
+	fs.DurationVar(&o.settle, "settle", 60*time.Second, "after producing, how long to wait for the backlog to drain, in (0, 1h]")
+	fs.BoolVar(&o.quiet, "quiet", false, "do not print the per-second timeline")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return o, o.validate()
+}
+
+func (o options) validate() error {
+	var errs []error
+	inRange := func(name string, v, lo, hi time.Duration, loOpen bool) {
+		if v < lo || v > hi || (loOpen && v == lo) {
+			open := "["
+			if loOpen {
+				open = "("
+			}
+			errs = append(errs, fmt.Errorf("-%s must be in %s%v, %v], got %v", name, open, lo, hi, v))
+		}
+	}
+	if !(o.rate > 0 && o.rate <= 5000) {
+		errs = append(errs, fmt.Errorf("-rate must be in (0, 5000] messages/s, got %v", o.rate))
+	}
+	if !(o.fragileCapacity > 0 && o.fragileCapacity <= 5000) {
+		errs = append(errs, fmt.Errorf("-fragile-capacity must be in (0, 5000] messages/s, got %v", o.fragileCapacity))
+	}
+	inRange("produce-for", o.produceFor, 0, 10*time.Minute, true)
+	inRange("healthy", o.healthyFor, 0, 10*time.Minute, false)
+	inRange("outage", o.outage, 0, time.Hour, false)
+	inRange("fragile", o.fragile, 0, time.Hour, false)
+	inRange("settle", o.settle, 0, time.Hour, true)
+	return errors.Join(errs...)
+}

@@ -1,0 +1,410 @@
+package main
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/time/rate"
+
+	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/deliver/as2"
+	"github.com/floodgate-go/floodgate/deliver/as2/as2partner"
+	"github.com/floodgate-go/floodgate/internal/jsq"
+	"github.com/floodgate-go/floodgate/internal/natsserver"
+	"github.com/floodgate-go/floodgate/internal/x12"
+	"github.com/floodgate-go/floodgate/middleware"
+	"github.com/floodgate-go/floodgate/retryqueue"
+)
+
+//go:embed testdata/*.x12
+var testdata embed.FS
+
+const (
+	ourAS2ID     = "FLOODGATE-SUPPLIER"
+	partnerAS2ID = "NORTHWIND-RETAIL"
+	idDomain     = "edi-as2.floodgate"
+
+	// probeConcurrency is the breaker's cap on half-open probes in flight.
+	probeConcurrency = 2
+)
+
+// counters are what the middleware and the breaker report, for the timeline
+// and the summary.
+type counters struct {
+	admitted, diverted, deadLettered, delivered, nacked, trips atomic.Int64
+
+	mu   sync.Mutex
+	dead map[string]bool // UUIDs dead-lettered
+}
+
+func (c *counters) onEvent(ev middleware.Event) {
+	if ev.Admitted {
+		c.admitted.Add(1)
+	}
+	switch ev.Action {
+	case middleware.Delivered:
+		c.delivered.Add(1)
+	case middleware.Diverted:
+		c.diverted.Add(1)
+	case middleware.DeadLettered:
+		c.deadLettered.Add(1)
+		c.mu.Lock()
+		c.dead[ev.UUID] = true
+		c.mu.Unlock()
+	case middleware.Nacked:
+		c.nacked.Add(1)
+	}
+}
+
+// run does the whole job and returns its summary. The summary is returned
+// even with an error when the run got far enough to count anything.
+func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
+	start := time.Now()
+	// Errors only: a panic the router recovers, an unconfirmed diversion.
+	logger := watermill.NewSlogLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	runID := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	sourceTopic := "edi_orders_" + runID
+
+	// 1. NATS JetStream: embedded unless -nats-url.
+	url := o.natsURL
+	if url == "" {
+		srv, err := natsserver.Start(natsserver.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("start embedded NATS: %w", err)
+		}
+		defer srv.Shutdown()
+		url = srv.ClientURL()
+	}
+	nc, err := jsq.Connect(url)
+	if err != nil {
+		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+
+	// 2. The AS2 partner, on a real HTTP server on loopback.
+	partner, err := as2partner.New(as2partner.Config{AS2ID: partnerAS2ID, Script: script(o)})
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	httpSrv := &http.Server{Handler: partner, ReadHeaderTimeout: 5 * time.Second}
+	go httpSrv.Serve(ln)
+	defer httpSrv.Close()
+
+	sender, err := as2.NewSender(as2.Config{
+		URL:             "http://" + ln.Addr().String() + "/as2",
+		From:            ourAS2ID,
+		To:              partnerAS2ID,
+		Subject:         "X12 850 purchase order",
+		Timeout:         5 * time.Second,
+		MessageIDDomain: idDomain,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	// 3. Breaker, retry queue, middleware.
+	var c counters
+	c.dead = map[string]bool{}
+	b, err := breaker.New(breaker.Config{
+		Name:                 "northwind-as2",
+		WindowSize:           20,
+		MinimumCalls:         10,
+		FailureRateThreshold: 0.5,
+		SlowCallDuration:     2 * time.Second,
+		BaseOpenWindow:       time.Second,
+		MaxOpenWindow:        30 * time.Second,
+		Jitter:               0.2,
+		ProbeConcurrency:     probeConcurrency,
+		SuccessesToClose:     5,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	pub, err := jsq.NewPublisher(jsq.PublisherConfig{Conn: nc})
+	if err != nil {
+		return nil, err
+	}
+	qcfg := retryqueue.Config{
+		Publisher:       pub,
+		RetryTopic:      "floodgate_retry_" + runID,
+		DeadLetterTopic: "floodgate_dead_" + runID,
+	}
+	if err := retryqueue.Provision(ctx, js, qcfg); err != nil {
+		return nil, fmt.Errorf("provision retry streams: %w", err)
+	}
+	if _, err := jsq.EnsureStream(ctx, js, sourceTopic); err != nil {
+		return nil, fmt.Errorf("provision source stream: %w", err)
+	}
+	if o.natsURL != "" { // leave an external server as we found it
+		defer func() {
+			for _, s := range []string{sourceTopic, qcfg.RetryTopic, qcfg.DeadLetterTopic} {
+				_ = js.DeleteStream(context.Background(), s)
+			}
+		}()
+	}
+	queue, err := retryqueue.New(qcfg)
+	if err != nil {
+		return nil, err
+	}
+	guard, err := middleware.New(middleware.Config{
+		Breaker: b,
+		Queue:   queue,
+		Timeout: 10 * time.Second,
+		OnEvent: c.onEvent,
+		Logger:  logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	deliverAS2 := func(msg *message.Message) ([]*message.Message, error) {
+		_, err := sender.Send(msg.Context(), msg.UUID, msg.Payload)
+		return nil, err
+	}
+	guarded := guard(deliverAS2)
+
+	// 4. The router consumes the source topic through the guarded handler.
+	sub, err := jsq.NewSubscriber(jsq.SubscriberConfig{URL: url, Concurrency: 4, AckWait: 30 * time.Second})
+	if err != nil {
+		return nil, err
+	}
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 15 * time.Second}, logger)
+	if err != nil {
+		return nil, err
+	}
+	router.AddConsumerHandler("as2-delivery", sourceTopic, sub, func(msg *message.Message) error {
+		_, err := guarded(msg)
+		return err
+	})
+
+	// 5. The drainer feeds the backlog through the same guarded handler.
+	drainer, err := retryqueue.NewDrainer(retryqueue.DrainerConfig{
+		JetStream: js,
+		Queue:     queue,
+		Handler:   guarded,
+		Gate:      middleware.DrainGate(b),
+		Rate:      60,
+		Logger:    logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	remove := b.AddListener(func(t breaker.Transition) {
+		if t.To == breaker.StateOpen {
+			c.trips.Add(1)
+		}
+		drainer.Wake()
+	})
+	defer remove()
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	routerErr := make(chan error, 1)
+	wg.Add(2)
+	go func() { defer wg.Done(); routerErr <- router.Run(runCtx) }()
+	go func() { defer wg.Done(); _ = drainer.Run(runCtx) }()
+	select {
+	case <-router.Running():
+	case err := <-routerErr:
+		return nil, fmt.Errorf("router: %w", err)
+	}
+
+	// 6. Produce X12 850 interchanges at the configured rate.
+	docs, err := loadDocs()
+	if err != nil {
+		return nil, err
+	}
+	partner.Start()
+	produceStart := time.Now()
+	produced := make(chan []string, 1)
+	go func() { produced <- produce(runCtx, pub, sourceTopic, docs, o) }()
+
+	// 7. Timeline until everything is accounted for or -settle runs out.
+	backlog := func() int {
+		n, err := drainer.Backlog(runCtx)
+		if err != nil {
+			return -1
+		}
+		return int(n)
+	}
+	sum := &summary{}
+	var ids []string
+	var prev snapshot
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	if !o.quiet {
+		fmt.Fprintf(out, "%5s  %-9s  %8s  %8s  %7s  %8s  %8s  %s\n",
+			"t", "breaker", "admitted", "diverted", "backlog", "drained", "p-errors", "partner")
+	}
+	var settleBy time.Time
+	for done := false; !done; {
+		select {
+		case <-ctx.Done():
+			done = true
+		case ids = <-produced:
+			settleBy = time.Now().Add(o.settle)
+			produced = nil
+		case now := <-tick.C:
+			cur := snapshot{
+				admitted: c.admitted.Load(), diverted: c.diverted.Load(),
+				drained: int64(drainer.Stats().Drained), errors: int64(partner.Stats().Errors),
+			}
+			depth := backlog()
+			sum.BacklogPeak = max(sum.BacklogPeak, depth)
+			if !o.quiet {
+				fmt.Fprintf(out, "%4.0fs  %-9s  %8d  %8d  %7d  %8d  %8d  %s\n",
+					now.Sub(produceStart).Seconds(), b.State(),
+					cur.admitted-prev.admitted, cur.diverted-prev.diverted, depth,
+					cur.drained-prev.drained, cur.errors-prev.errors, partner.PhaseAt(now).Name)
+			}
+			prev = cur
+			if ids != nil && (accounted(ids, partner, &c) && depth == 0 || now.After(settleBy)) {
+				done = true
+			}
+		}
+	}
+	cancel()
+	if err := router.Close(); err != nil {
+		fmt.Fprintln(out, "router close:", err)
+	}
+	wg.Wait()
+
+	st := partner.Stats()
+	received := partner.Received()
+	sum.Produced = len(ids)
+	for _, id := range ids {
+		n := received[as2.MessageID(id, idDomain)]
+		switch {
+		case n > 0:
+			sum.DeliveredUnique++
+			sum.Duplicates += n - 1
+		case c.dead[id]:
+		default:
+			sum.Lost++
+		}
+	}
+	sum.Diverted = int(c.diverted.Load())
+	sum.DeadLettered = int(c.deadLettered.Load())
+	sum.Trips = int(c.trips.Load())
+	sum.PartnerErrors = st.Errors
+	sum.Drained = int(drainer.Stats().Drained)
+	sum.ElapsedS = math.Round(time.Since(start).Seconds()*10) / 10
+	if !o.quiet {
+		sum.print(out)
+	}
+	if ctx.Err() != nil {
+		return sum, ctx.Err()
+	}
+	return sum, nil
+}
+
+type snapshot struct{ admitted, diverted, drained, errors int64 }
+
+// accounted reports whether every produced message reached the partner or was
+// dead-lettered.
+func accounted(ids []string, p *as2partner.Partner, c *counters) bool {
+	received := p.Received()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range ids {
+		if received[as2.MessageID(id, idDomain)] == 0 && !c.dead[id] {
+			return false
+		}
+	}
+	return true
+}
+
+// script is the partner's fault script: healthy, outage (503), fragile
+// recovery with a capacity limit, then healthy for good.
+func script(o options) []as2partner.Phase {
+	var s []as2partner.Phase
+	if o.healthyFor > 0 {
+		s = append(s, as2partner.Phase{Name: "healthy", Duration: o.healthyFor, Mode: as2partner.Healthy})
+	}
+	if o.outage > 0 {
+		s = append(s, as2partner.Phase{Name: "outage", Duration: o.outage, Mode: as2partner.Down})
+	}
+	if o.fragile > 0 {
+		s = append(s, as2partner.Phase{Name: "fragile", Duration: o.fragile, Mode: as2partner.Fragile,
+			Capacity: o.fragileCapacity, Excess: as2partner.Reject503})
+	}
+	return append(s, as2partner.Phase{Name: "recovered", Mode: as2partner.Healthy})
+}
+
+// loadDocs parses the embedded X12 850 interchanges.
+func loadDocs() ([]*x12.Interchange, error) {
+	var docs []*x12.Interchange
+	err := fs.WalkDir(testdata, "testdata", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := testdata.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		ic, err := x12.Parse(data)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		docs = append(docs, ic)
+		return nil
+	})
+	if err == nil && len(docs) == 0 {
+		err = errors.New("no X12 documents in testdata")
+	}
+	return docs, err
+}
+
+// produce publishes renumbered copies of docs at o.rate for o.produceFor and
+// returns the UUIDs it published (confirmed by JetStream).
+func produce(ctx context.Context, pub message.Publisher, topic string, docs []*x12.Interchange, o options) []string {
+	lim := rate.NewLimiter(rate.Limit(o.rate), 1)
+	var ids []string
+	deadline := time.Now().Add(o.produceFor)
+	for n := 1; time.Now().Before(deadline); n++ {
+		if err := lim.Wait(ctx); err != nil {
+			break
+		}
+		doc := docs[n%len(docs)]
+		msg := message.NewMessage(uuid.NewString(), doc.Renumber(100000000+n, 1000+n, 10000+n))
+		msg.Metadata.Set("x12_control_number", fmt.Sprintf("%09d", 100000000+n))
+		for {
+			err := pub.Publish(topic, msg)
+			if err == nil {
+				ids = append(ids, msg.UUID)
+				break
+			}
+			if ctx.Err() != nil {
+				return ids
+			}
+			time.Sleep(100 * time.Millisecond) // broker hiccup: publish again
+		}
+	}
+	return ids
+}

@@ -1,0 +1,76 @@
+package middleware
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+
+	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/deliver"
+	"github.com/floodgate-go/floodgate/retryqueue"
+)
+
+// DefaultTimeout is the deadline given to one delivery attempt when
+// [Config.Timeout] is zero.
+const DefaultTimeout = 30 * time.Second
+
+// ErrInvalidConfig is wrapped by every error [New] returns for a bad [Config].
+var ErrInvalidConfig = errors.New("middleware: invalid config")
+
+// Config configures the middleware built by [New].
+type Config struct {
+	// Breaker guards the partner. Required.
+	Breaker *breaker.Breaker
+
+	// Queue receives diverted messages and dead letters. Required.
+	Queue *retryqueue.Queue
+
+	// Timeout bounds one delivery attempt: the wrapped handler runs with a
+	// message context that is cancelled after it. Optional. Default
+	// [DefaultTimeout] (30 s); must be > 0 when set.
+	Timeout time.Duration
+
+	// IsPermanent reports whether a handler error will fail again on every
+	// retry (a rejected document, an AS2 MDN with a "failed" disposition).
+	// Such a message is dead-lettered at once and the call is reported to the
+	// breaker as neutral: the partner answered. Every other error is
+	// retryable: it counts as a failure and the message is diverted.
+	// Optional. Default [deliver.IsPermanent].
+	IsPermanent func(error) bool
+
+	// OnEvent, when set, is called once per message with what the middleware
+	// did with it, after the outcome is durable. It runs on the handler's
+	// goroutine: keep it fast. Optional.
+	OnEvent func(Event)
+
+	// Logger receives failures to divert or dead-letter. Optional. Default
+	// [watermill.NopLogger].
+	Logger watermill.LoggerAdapter
+}
+
+func (c *Config) setDefaults() {
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.IsPermanent == nil {
+		c.IsPermanent = deliver.IsPermanent
+	}
+	if c.Logger == nil {
+		c.Logger = watermill.NopLogger{}
+	}
+}
+
+// Validate reports the first invalid field of c, wrapping [ErrInvalidConfig].
+func (c *Config) Validate() error {
+	switch {
+	case c.Breaker == nil:
+		return fmt.Errorf("%w: Breaker is required", ErrInvalidConfig)
+	case c.Queue == nil:
+		return fmt.Errorf("%w: Queue is required", ErrInvalidConfig)
+	case c.Timeout < 0:
+		return fmt.Errorf("%w: Timeout must be > 0, got %v", ErrInvalidConfig, c.Timeout)
+	}
+	return nil
+}

@@ -1,0 +1,30 @@
+// Package middleware composes floodgate's parts into a Watermill
+// [message.HandlerMiddleware] that guards the delivery of each message to an
+// external partner.
+//
+// For every message the middleware:
+//
+//  1. dead-letters it with a reason if its floodgate metadata is malformed
+//     (see [retryqueue.Queue.Malformed]), so a bad message never crashes the
+//     router and is never silently dropped;
+//  2. asks the [breaker.Breaker] for a permit. When the breaker rejects the call
+//     (open, or half-open with every probe slot taken) the message is diverted
+//     to the durable retry queue with reason "open" or "probe-limit";
+//  3. when admitted, runs the wrapped handler under a deadline
+//     ([Config.Timeout]) and reports the outcome with its latency to the
+//     breaker, which judges slow calls;
+//  4. diverts a retryable failure to the retry queue (reason "failure") and
+//     dead-letters a permanent one ([Config.IsPermanent]).
+//
+// The handler returns nil, so the router acks the source message, only after
+// the outcome is durable: delivered, or confirmed by JetStream in the retry or
+// dead-letter stream. When a diversion or dead-letter publish is not confirmed
+// the handler returns an error, the router nacks, and the broker redelivers
+// the message: it is never dropped. Diversions and dead-letter publishes run
+// on their own context and timeout, never on the handler's possibly cancelled
+// one.
+//
+// The same wrapped handler serves the retry queue's drainer
+// ([retryqueue.Drainer]), so backlog messages go through exactly the same
+// breaker-guarded path as live ones.
+package middleware

@@ -1,0 +1,53 @@
+package middleware
+
+import "time"
+
+// Action is what the middleware did with one message.
+type Action int
+
+const (
+	// Delivered: the handler succeeded; the router acks the message.
+	Delivered Action = iota + 1
+	// Diverted: the message is durably in the retry queue.
+	Diverted
+	// DeadLettered: the message is durably in the dead-letter stream.
+	DeadLettered
+	// Nacked: the outcome could not be made durable (a diversion or
+	// dead-letter publish failed); the router nacks and the broker redelivers.
+	Nacked
+)
+
+// String returns the action's lower-case name.
+func (a Action) String() string {
+	switch a {
+	case Delivered:
+		return "delivered"
+	case Diverted:
+		return "diverted"
+	case DeadLettered:
+		return "dead-lettered"
+	case Nacked:
+		return "nacked"
+	}
+	return "unknown"
+}
+
+// Event describes what happened to one message. It is passed to
+// [Config.OnEvent].
+type Event struct {
+	// UUID is the Watermill message UUID.
+	UUID string
+	// Action is what the middleware did.
+	Action Action
+	// Reason is the diversion reason ("open", "probe-limit", "failure") or
+	// the dead-letter reason; empty for Delivered.
+	Reason string
+	// Admitted is true when the breaker admitted the call and the handler ran.
+	Admitted bool
+	// Probe is true when the call was a half-open probe.
+	Probe bool
+	// Latency is how long the handler ran; zero when it did not run.
+	Latency time.Duration
+	// Err is the handler's error, or the publish error for Nacked.
+	Err error
+}

@@ -1,0 +1,151 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/retryqueue"
+)
+
+// New returns the floodgate middleware for cfg. It fails with an error
+// wrapping [ErrInvalidConfig] when a required field is missing or a value is
+// out of range.
+//
+// The returned middleware is safe for concurrent use by any number of
+// handler goroutines; all its state lives in the breaker and the queue.
+func New(cfg Config) (message.HandlerMiddleware, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid config: %w", err)
+	}
+	g := &guard{cfg: cfg, clock: cfg.Breaker.Config().Clock}
+	if g.clock == nil {
+		g.clock = wallClock{}
+	}
+	return g.wrap, nil
+}
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+type guard struct {
+	cfg   Config
+	clock breaker.Clock // the breaker's, so latency is judged on its time
+}
+
+func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
+	return func(msg *message.Message) ([]*message.Message, error) {
+		ev := Event{UUID: msg.UUID}
+		if reason, bad := g.cfg.Queue.Malformed(msg); bad {
+			return nil, g.deadLetter(msg, ev, "malformed: "+reason, nil)
+		}
+
+		permit, err := g.cfg.Breaker.Allow()
+		if err != nil {
+			reason := retryqueue.ReasonOpen
+			if errors.Is(err, breaker.ErrProbeLimit) {
+				reason = retryqueue.ReasonProbeLimit
+			}
+			return nil, g.divert(msg, ev, reason, err)
+		}
+
+		ev.Admitted, ev.Probe = true, permit.IsProbe()
+		out, herr, shutdown := g.run(h, msg, permit, &ev)
+		if herr == nil {
+			ev.Action = Delivered
+			g.emit(ev)
+			return out, nil
+		}
+		ev.Err = herr
+		if g.cfg.IsPermanent(herr) && !shutdown {
+			return nil, g.deadLetter(msg, ev, "permanent: "+herr.Error(), herr)
+		}
+		return nil, g.divert(msg, ev, retryqueue.ReasonFailure, herr)
+	}
+}
+
+// run calls h under the configured deadline and reports the outcome to the
+// breaker. The message's own context is restored before run returns, so a
+// later publish or retry never sees the timed-out one. A panic in h is
+// reported as a failure and re-raised. shutdown reports that the message's
+// own context (not the delivery deadline) ended, which is how Watermill
+// signals that the router is closing.
+func (g *guard) run(h message.HandlerFunc, msg *message.Message, permit breaker.Permit, ev *Event) (out []*message.Message, err error, shutdown bool) {
+	parent := msg.Context()
+	ctx, cancel := context.WithTimeout(parent, g.cfg.Timeout)
+	msg.SetContext(ctx)
+	start := g.clock.Now()
+	defer func() {
+		cancel()
+		msg.SetContext(parent)
+		ev.Latency = g.clock.Now().Sub(start)
+		if r := recover(); r != nil {
+			permit.Record(breaker.OutcomeFailure, ev.Latency)
+			panic(r)
+		}
+	}()
+
+	out, err = h(msg)
+	latency := g.clock.Now().Sub(start)
+	shutdown = err != nil && parent.Err() != nil
+	permit.Record(g.outcome(err, shutdown, permit.IsProbe()), latency)
+	return out, err, shutdown
+}
+
+// outcome maps a handler result to what the breaker counts. A permanent error
+// means the partner answered, so it is neutral. A call cut short by shutdown
+// is neutral too, except for a probe, which counts as a failure so the
+// breaker cannot stay half-open waiting for it.
+func (g *guard) outcome(err error, shutdown, probe bool) breaker.Outcome {
+	switch {
+	case err == nil:
+		return breaker.OutcomeSuccess
+	case shutdown && probe:
+		return breaker.OutcomeFailure
+	case shutdown, g.cfg.IsPermanent(err):
+		return breaker.OutcomeNeutral
+	default:
+		return breaker.OutcomeFailure
+	}
+}
+
+func (g *guard) divert(msg *message.Message, ev Event, reason retryqueue.Reason, cause error) error {
+	if err := g.cfg.Queue.Divert(msg.Context(), msg, reason, cause); err != nil {
+		return g.nack(msg, ev, "divert", err)
+	}
+	ev.Action, ev.Reason = Diverted, string(reason)
+	g.emit(ev)
+	return nil
+}
+
+func (g *guard) deadLetter(msg *message.Message, ev Event, reason string, cause error) error {
+	if err := g.cfg.Queue.DeadLetter(msg.Context(), msg, reason, cause); err != nil {
+		return g.nack(msg, ev, "dead-letter", err)
+	}
+	ev.Action, ev.Reason = DeadLettered, reason
+	g.emit(ev)
+	return nil
+}
+
+// nack reports a publish that was not confirmed. The returned error makes the
+// router nack the message, so the broker redelivers it.
+func (g *guard) nack(msg *message.Message, ev Event, op string, err error) error {
+	g.cfg.Logger.Error("floodgate: "+op+" not confirmed, message will be redelivered", err,
+		watermill.LogFields{"message_uuid": msg.UUID})
+	ev.Action, ev.Err = Nacked, err
+	g.emit(ev)
+	return fmt.Errorf("floodgate: %s message %s: %w", op, msg.UUID, err)
+}
+
+func (g *guard) emit(ev Event) {
+	if g.cfg.OnEvent != nil {
+		g.cfg.OnEvent(ev)
+	}
+}

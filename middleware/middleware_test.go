@@ -1,0 +1,509 @@
+package middleware_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/uuid"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/breaker/breakertest"
+	"github.com/floodgate-go/floodgate/deliver"
+	"github.com/floodgate-go/floodgate/internal/jsq"
+	"github.com/floodgate-go/floodgate/internal/natstest"
+	"github.com/floodgate-go/floodgate/middleware"
+	"github.com/floodgate-go/floodgate/retryqueue"
+)
+
+// env is one breaker, one queue on real JetStream streams, and the
+// middleware over them. Events are recorded.
+type env struct {
+	t     *testing.T
+	url   string
+	js    jetstream.JetStream
+	clock *breakertest.Clock
+	b     *breaker.Breaker
+	qcfg  retryqueue.Config
+	q     *retryqueue.Queue
+	mw    message.HandlerMiddleware
+
+	mu     sync.Mutex
+	events []middleware.Event
+}
+
+func newEnv(t *testing.T, bcfg breaker.Config) *env {
+	t.Helper()
+	e := &env{t: t, url: natstest.URL(t), clock: breakertest.NewClock(time.Time{})}
+	nc := natstest.Conn(t, e.url)
+	e.js = natstest.JetStream(t, nc)
+	bcfg.Clock = e.clock
+	b, err := breaker.New(bcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Stop)
+	e.b = b
+	pub, err := jsq.NewPublisher(jsq.PublisherConfig{Conn: nc, PublishTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.qcfg = retryqueue.Config{
+		Publisher:       pub,
+		RetryTopic:      natstest.Name(t, "retry"),
+		DeadLetterTopic: natstest.Name(t, "dead"),
+		PublishTimeout:  2 * time.Second,
+	}
+	natstest.DeleteStreams(t, e.js, e.qcfg.RetryTopic, e.qcfg.DeadLetterTopic)
+	if err := retryqueue.Provision(context.Background(), e.js, e.qcfg); err != nil {
+		t.Fatal(err)
+	}
+	if e.q, err = retryqueue.New(e.qcfg); err != nil {
+		t.Fatal(err)
+	}
+	e.mw, err = middleware.New(middleware.Config{
+		Breaker: b,
+		Queue:   e.q,
+		Timeout: 5 * time.Second,
+		OnEvent: func(ev middleware.Event) {
+			e.mu.Lock()
+			e.events = append(e.events, ev)
+			e.mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func (e *env) lastEvent() middleware.Event {
+	e.t.Helper()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.events) == 0 {
+		e.t.Fatal("no event")
+	}
+	return e.events[len(e.events)-1]
+}
+
+func (e *env) retry() []*message.Message { return natstest.StreamMsgs(e.t, e.js, e.qcfg.RetryTopic) }
+func (e *env) dead() []*message.Message  { return natstest.StreamMsgs(e.t, e.js, e.qcfg.DeadLetterTopic) }
+
+func newMsg() *message.Message {
+	m := message.NewMessage(uuid.NewString(), []byte("ISA*00*...~"))
+	m.Metadata.Set("x12_control_number", "000000042")
+	m.Metadata.Set(retryqueue.MetaOriginalTopic, "edi_orders")
+	return m
+}
+
+func ok(*message.Message) ([]*message.Message, error) { return nil, nil }
+
+func failWith(err error) message.HandlerFunc {
+	return func(*message.Message) ([]*message.Message, error) { return nil, err }
+}
+
+var errPartner503 = &deliver.Error{Kind: deliver.ErrRetryable, Op: "as2 send", StatusCode: 503}
+
+// tripped returns an env whose breaker has tripped on retryable failures
+// through the middleware itself.
+func tripped(t *testing.T, cfg breaker.Config) *env {
+	e := newEnv(t, cfg)
+	for i := 0; i < cfg.MinimumCalls; i++ {
+		if _, err := e.mw(failWith(errPartner503))(newMsg()); err != nil {
+			t.Fatalf("failure %d: %v", i, err)
+		}
+	}
+	if s := e.b.State(); s != breaker.StateOpen {
+		t.Fatalf("state after %d failures = %s, want open", cfg.MinimumCalls, s)
+	}
+	return e
+}
+
+var smallBreaker = breaker.Config{
+	WindowSize: 4, MinimumCalls: 4, FailureRateThreshold: 0.5,
+	SlowCallDuration: 100 * time.Millisecond,
+	BaseOpenWindow:   time.Second, MaxOpenWindow: 8 * time.Second, Jitter: 0.0001,
+	ProbeConcurrency: 1, SuccessesToClose: 2,
+}
+
+func TestDeliveredIsReportedAndNothingQueued(t *testing.T) {
+	e := newEnv(t, smallBreaker)
+	msg := newMsg()
+	if _, err := e.mw(ok)(msg); err != nil {
+		t.Fatal(err)
+	}
+	ev := e.lastEvent()
+	if ev.Action != middleware.Delivered || !ev.Admitted || ev.UUID != msg.UUID {
+		t.Errorf("event = %+v, want delivered and admitted for %s", ev, msg.UUID)
+	}
+	if s := e.b.Snapshot(); s.Calls != 1 || s.Failures != 0 {
+		t.Errorf("breaker calls/failures = %d/%d, want 1/0", s.Calls, s.Failures)
+	}
+	if n := len(e.retry()) + len(e.dead()); n != 0 {
+		t.Errorf("%d messages queued, want 0", n)
+	}
+}
+
+func TestOpenDivertsWithoutCallingHandler(t *testing.T) {
+	e := newEnv(t, smallBreaker)
+	e.b.ForceOpen()
+	called := false
+	msg := newMsg()
+	_, err := e.mw(func(*message.Message) ([]*message.Message, error) { called = true; return nil, nil })(msg)
+	if err != nil {
+		t.Fatalf("handler error %v, want nil: the diversion is durable, so the source is acked", err)
+	}
+	if called {
+		t.Error("handler ran while the breaker was open")
+	}
+	got := e.retry()
+	if len(got) != 1 {
+		t.Fatalf("retry stream has %d messages, want 1", len(got))
+	}
+	r := got[0]
+	if r.UUID != msg.UUID || string(r.Payload) != string(msg.Payload) {
+		t.Errorf("diverted copy %s %q, want %s %q", r.UUID, r.Payload, msg.UUID, msg.Payload)
+	}
+	for k, want := range map[string]string{
+		retryqueue.MetaReason:        "open",
+		retryqueue.MetaAttempt:       "0",
+		retryqueue.MetaOriginalTopic: "edi_orders",
+		"x12_control_number":         "000000042",
+	} {
+		if v := r.Metadata.Get(k); v != want {
+			t.Errorf("metadata %s = %q, want %q", k, v, want)
+		}
+	}
+	if ev := e.lastEvent(); ev.Action != middleware.Diverted || ev.Reason != "open" || ev.Admitted {
+		t.Errorf("event = %+v, want diverted for open, not admitted", ev)
+	}
+}
+
+func TestRetryableFailureIsDivertedAndCounted(t *testing.T) {
+	e := newEnv(t, smallBreaker)
+	msg := newMsg()
+	if _, err := e.mw(failWith(errPartner503))(msg); err != nil {
+		t.Fatal(err)
+	}
+	got := e.retry()
+	if len(got) != 1 {
+		t.Fatalf("retry stream has %d messages, want 1", len(got))
+	}
+	md := got[0].Metadata
+	if md.Get(retryqueue.MetaReason) != "failure" || md.Get(retryqueue.MetaAttempt) != "1" {
+		t.Errorf("reason/attempt = %q/%q, want failure/1", md.Get(retryqueue.MetaReason), md.Get(retryqueue.MetaAttempt))
+	}
+	if !strings.Contains(md.Get(retryqueue.MetaLastError), "503") {
+		t.Errorf("last_error = %q, want the partner's 503", md.Get(retryqueue.MetaLastError))
+	}
+	if s := e.b.Snapshot(); s.Failures != 1 {
+		t.Errorf("breaker failures = %d, want 1", s.Failures)
+	}
+}
+
+func TestPermanentFailureIsDeadLetteredAndNeutral(t *testing.T) {
+	e := newEnv(t, smallBreaker)
+	perm := &deliver.Error{Kind: deliver.ErrPermanent, Op: "as2 mdn", Disposition: "processed/error: authentication-failed"}
+	for i := 0; i < 6; i++ { // more than MinimumCalls: neutral outcomes must not trip
+		if _, err := e.mw(failWith(perm))(newMsg()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dead := e.dead()
+	if len(dead) != 6 || len(e.retry()) != 0 {
+		t.Fatalf("dead/retry = %d/%d, want 6/0", len(dead), len(e.retry()))
+	}
+	if r := dead[0].Metadata.Get(retryqueue.MetaDeadReason); !strings.Contains(r, "authentication-failed") {
+		t.Errorf("dead reason = %q, want the MDN disposition", r)
+	}
+	s := e.b.Snapshot()
+	if s.State != breaker.StateClosed || s.Failures != 0 {
+		t.Errorf("breaker %s with %d failures, want closed with 0: a permanent error is neutral", s.State, s.Failures)
+	}
+}
+
+func TestMalformedMetadataIsDeadLettered(t *testing.T) {
+	e := newEnv(t, smallBreaker)
+	msg := newMsg()
+	msg.Metadata.Set(retryqueue.MetaAttempt, "abc")
+	called := false
+	_, err := e.mw(func(*message.Message) ([]*message.Message, error) { called = true; return nil, nil })(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if called {
+		t.Error("handler ran on a malformed message")
+	}
+	dead := e.dead()
+	if len(dead) != 1 || dead[0].UUID != msg.UUID {
+		t.Fatalf("dead letters = %d, want the one malformed message", len(dead))
+	}
+	if r := dead[0].Metadata.Get(retryqueue.MetaDeadReason); !strings.Contains(r, "malformed") || !strings.Contains(r, retryqueue.MetaAttempt) {
+		t.Errorf("dead reason = %q, want it to say malformed and name %s", r, retryqueue.MetaAttempt)
+	}
+}
+
+func TestProbeLimitDiverts(t *testing.T) {
+	e := tripped(t, smallBreaker)
+	e.clock.Advance(2 * time.Second) // past the open window: half-open, 1 probe
+	release := make(chan struct{})
+	probing := make(chan struct{})
+	done := make(chan error)
+	go func() {
+		_, err := e.mw(func(*message.Message) ([]*message.Message, error) {
+			close(probing)
+			<-release
+			return nil, nil
+		})(newMsg())
+		done <- err
+	}()
+	<-probing
+	if _, err := e.mw(ok)(newMsg()); err != nil {
+		t.Fatal(err)
+	}
+	ev := e.lastEvent()
+	if ev.Action != middleware.Diverted || ev.Reason != "probe-limit" {
+		t.Errorf("second call while the probe is in flight: %+v, want diverted for probe-limit", ev)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if s := e.b.Snapshot(); s.ConsecutiveSuccesses != 1 || s.State != breaker.StateHalfOpen {
+		t.Errorf("after one good probe: %s with %d successes, want half-open with 1", s.State, s.ConsecutiveSuccesses)
+	}
+}
+
+// A probe that succeeds slowly is a failure: the breaker reopens with a
+// longer window, yet the message itself was delivered.
+func TestSlowProbeReopens(t *testing.T) {
+	e := tripped(t, smallBreaker)
+	first := e.b.Snapshot().OpenWindowStep
+	e.clock.Advance(2 * time.Second)
+	slow := func(*message.Message) ([]*message.Message, error) {
+		e.clock.Advance(150 * time.Millisecond) // SlowCallDuration is 100ms
+		return nil, nil
+	}
+	if _, err := e.mw(slow)(newMsg()); err != nil {
+		t.Fatal(err)
+	}
+	if ev := e.lastEvent(); ev.Action != middleware.Delivered || !ev.Probe || ev.Latency != 150*time.Millisecond {
+		t.Errorf("event = %+v, want a delivered probe of 150ms", ev)
+	}
+	s := e.b.Snapshot()
+	if s.State != breaker.StateOpen || s.ConsecutiveTrips != 2 || s.OpenWindowStep <= first {
+		t.Errorf("after a slow probe: %s, trips %d, window step %v (first %v); want open, 2 trips, a longer window",
+			s.State, s.ConsecutiveTrips, s.OpenWindowStep, first)
+	}
+}
+
+func TestGoodProbesClose(t *testing.T) {
+	e := tripped(t, smallBreaker)
+	e.clock.Advance(2 * time.Second)
+	for i := 0; i < smallBreaker.SuccessesToClose; i++ {
+		if _, err := e.mw(ok)(newMsg()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s := e.b.State(); s != breaker.StateClosed {
+		t.Errorf("after %d good probes: %s, want closed", smallBreaker.SuccessesToClose, s)
+	}
+}
+
+// The delivery deadline cancels the handler's context; the message gets its
+// own context back, so the diversion and later publishes do not run on a
+// dead one.
+func TestTimeoutRestoresMessageContext(t *testing.T) {
+	e := newEnv(t, smallBreaker)
+	mw, err := middleware.New(middleware.Config{Breaker: e.b, Queue: e.q, Timeout: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := newMsg()
+	_, err = mw(func(m *message.Message) ([]*message.Message, error) {
+		<-m.Context().Done()
+		return nil, m.Context().Err()
+	})(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Context().Err() != nil {
+		t.Errorf("message context after the middleware: %v, want the original, live one", msg.Context().Err())
+	}
+	got := e.retry()
+	if len(got) != 1 || !strings.Contains(got[0].Metadata.Get(retryqueue.MetaLastError), "deadline") {
+		t.Fatalf("want one diverted message whose last error is the deadline, got %d", len(got))
+	}
+}
+
+func TestPanicCountsAsFailureAndIsReraised(t *testing.T) {
+	e := newEnv(t, smallBreaker)
+	func() {
+		defer func() {
+			if r := recover(); r != "boom" {
+				t.Errorf("recovered %v, want the handler's panic", r)
+			}
+		}()
+		_, _ = e.mw(func(*message.Message) ([]*message.Message, error) { panic("boom") })(newMsg())
+	}()
+	if s := e.b.Snapshot(); s.Failures != 1 {
+		t.Errorf("breaker failures = %d, want 1", s.Failures)
+	}
+}
+
+// When the diversion cannot be confirmed the handler returns an error, the
+// router nacks and JetStream redelivers: the message is never acked without
+// a durable copy. Once the retry stream exists the redelivery lands there.
+func TestUnconfirmedDiversionIsRedelivered(t *testing.T) {
+	e := newEnv(t, smallBreaker)
+	e.b.ForceOpen()
+	// Remove the retry stream so diversions fail.
+	if err := e.js.DeleteStream(context.Background(), e.qcfg.RetryTopic); err != nil {
+		t.Fatal(err)
+	}
+	source := natstest.Name(t, "orders")
+	natstest.DeleteStreams(t, e.js, source)
+	if _, err := jsq.EnsureStream(context.Background(), e.js, source); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := jsq.NewSubscriber(jsq.SubscriberConfig{
+		URL: e.url, AckWait: 5 * time.Second,
+		NakDelay: func(uint64) time.Duration { return 50 * time.Millisecond },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 5 * time.Second}, watermill.NopLogger{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	attempts := 0
+	router.AddConsumerHandler("deliver", source, sub, func(msg *message.Message) error {
+		mu.Lock()
+		attempts++
+		mu.Unlock()
+		_, err := e.mw(ok)(msg)
+		return err
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	routerDone := make(chan struct{})
+	go func() { _ = router.Run(ctx); close(routerDone) }()
+	t.Cleanup(func() { cancel(); <-routerDone })
+	<-router.Running()
+
+	pub, err := jsq.NewPublisher(jsq.PublisherConfig{URL: e.url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pub.Close()
+	msg := newMsg()
+	delete(msg.Metadata, retryqueue.MetaOriginalTopic)
+	if err := pub.Publish(source, msg); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 15*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return attempts >= 3
+	}, "the nacked message is redelivered")
+	if ev := e.lastEvent(); ev.Action != middleware.Nacked {
+		t.Errorf("event = %+v, want nacked", ev)
+	}
+
+	// Bring the retry stream back: the next redelivery is diverted and acked.
+	if err := retryqueue.Provision(context.Background(), e.js, e.qcfg); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 15*time.Second, func() bool {
+		return len(natstest.StreamMsgs(t, e.js, e.qcfg.RetryTopic)) == 1
+	}, "the redelivered message is diverted once the retry stream exists")
+	r := e.retry()[0]
+	if r.UUID != msg.UUID || r.Metadata.Get(retryqueue.MetaOriginalTopic) != source {
+		t.Errorf("diverted %s from %q, want %s from %q", r.UUID, r.Metadata.Get(retryqueue.MetaOriginalTopic), msg.UUID, source)
+	}
+	natstest.Eventually(t, 10*time.Second, func() bool {
+		c, err := e.js.Consumer(context.Background(), source, jsq.DefaultConsumerName(source))
+		if err != nil {
+			return false
+		}
+		info, err := c.Info(context.Background())
+		return err == nil && info.NumPending == 0 && info.NumAckPending == 0
+	}, "the source message is acked once its diversion is confirmed")
+}
+
+func TestConfigErrorsNameTheField(t *testing.T) {
+	b, err := breaker.New(breaker.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop()
+	for _, tc := range []struct {
+		cfg  middleware.Config
+		want string
+	}{
+		{middleware.Config{}, "Breaker"},
+		{middleware.Config{Breaker: b}, "Queue"},
+		{middleware.Config{Breaker: b, Queue: &retryqueue.Queue{}, Timeout: -time.Second}, "Timeout"},
+	} {
+		_, err := middleware.New(tc.cfg)
+		if !errors.Is(err, middleware.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("New(%+v) = %v, want ErrInvalidConfig naming %s", tc.cfg, err, tc.want)
+		}
+	}
+}
+
+func TestDrainGateFollowsTheBreaker(t *testing.T) {
+	cfg := smallBreaker
+	cfg.ProbeConcurrency = 2
+	e := tripped(t, cfg)
+	gate := middleware.DrainGate(e.b)
+	if n := gate.Budget(); n != 0 {
+		t.Errorf("open: budget %d, want 0", n)
+	}
+	e.clock.Advance(2 * time.Second)
+	if n := gate.Budget(); n != 2 {
+		t.Errorf("half-open, no probe in flight: budget %d, want 2", n)
+	}
+	p, err := e.b.Allow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := gate.Budget(); n != 1 {
+		t.Errorf("half-open, one probe in flight: budget %d, want 1", n)
+	}
+	p.Done(nil)
+	e.b.ForceClose()
+	if n := gate.Budget(); n < 1000 {
+		t.Errorf("closed: budget %d, want unbounded (the drainer's rate limits it)", n)
+	}
+}
+
+// Regression: with a breaker on its default (wall) clock the middleware
+// dereferenced a nil clock; Watermill's router recovered the panic and nacked
+// every message, so nothing was ever delivered.
+func TestDefaultClockBreaker(t *testing.T) {
+	e := newEnv(t, smallBreaker)
+	b, err := breaker.New(breaker.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop()
+	mw, err := middleware.New(middleware.Config{Breaker: b, Queue: e.q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mw(ok)(newMsg()); err != nil {
+		t.Fatal(err)
+	}
+	if s := b.Snapshot(); s.Calls != 1 {
+		t.Errorf("breaker saw %d calls, want 1", s.Calls)
+	}
+}

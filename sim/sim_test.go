@@ -1,0 +1,322 @@
+package sim_test
+
+import (
+	"bytes"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/sim"
+)
+
+func jsonOf(t *testing.T, sc sim.Scenario) []byte {
+	t.Helper()
+	res, err := sim.Run(sc, sim.StrategyNames())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := sim.WriteJSON(&b, sc, res, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.WriteTable(&b, sc, res); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func TestDeterminism(t *testing.T) {
+	for _, name := range []string{"fragile", "slow"} {
+		for _, arr := range []sim.Arrivals{sim.ArrivalsPoisson, sim.ArrivalsUniform} {
+			sc, _ := sim.Preset(name)
+			sc.Arrivals = arr
+			a, b := jsonOf(t, sc), jsonOf(t, sc)
+			if !bytes.Equal(a, b) {
+				t.Errorf("%s/%v: two runs with seed %d differ", name, arr, sc.Seed)
+			}
+			sc.Seed = 2
+			if c := jsonOf(t, sc); bytes.Equal(a, c) {
+				t.Errorf("%s/%v: seeds 1 and 2 give the same output", name, arr)
+			}
+		}
+	}
+}
+
+// TestTimersFireOnTime checks that the simulation's clock fires the
+// breaker's timers at their deadlines: every open window ends (the breaker
+// goes half-open) exactly Window after the trip, although no call arrives at
+// that instant.
+func TestTimersFireOnTime(t *testing.T) {
+	for _, p := range []string{"fragile", "slow"} {
+		_, m := runPreset(t, p)
+		for _, s := range sim.StrategyNames() {
+			tr := m[s].Transitions
+			n := 0
+			for i := 1; i < len(tr); i++ {
+				if tr[i-1].To != breaker.StateOpen {
+					continue
+				}
+				if tr[i].To != breaker.StateHalfOpen || tr[i].At != tr[i-1].At+tr[i-1].Window {
+					t.Errorf("%s/%s: opened at %v for %v, then %v at %v", p, s, tr[i-1].At, tr[i-1].Window, tr[i].To, tr[i].At)
+				}
+				n++
+			}
+			if n == 0 {
+				t.Errorf("%s/%s: the breaker never opened", p, s)
+			}
+			if s == sim.Eager {
+				for _, x := range tr {
+					if x.To == breaker.StateOpen && x.Window != time.Second {
+						t.Errorf("%s/eager: open window %v, want a fixed 1s", p, x.Window)
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAccounting checks the metrics against each other on every preset.
+func TestAccounting(t *testing.T) {
+	for _, p := range sim.PresetNames() {
+		sc, m := runPreset(t, p)
+		for _, s := range sim.StrategyNames() {
+			r := m[s]
+			if r.Offered != r.Admitted+r.Diverted {
+				t.Errorf("%s/%s: offered %d != admitted %d + diverted %d", p, s, r.Offered, r.Admitted, r.Diverted)
+			}
+			want := sc.Rate * sc.Duration.Seconds()
+			if float64(r.Offered) < 0.95*want || float64(r.Offered) > 1.05*want {
+				t.Errorf("%s/%s: offered %d calls, want about %.0f", p, s, r.Offered, want)
+			}
+			ser := &r.Series
+			if n := int((sc.Duration + sim.SeriesStep - 1) / sim.SeriesStep); ser.Len() != n {
+				t.Errorf("%s/%s: %d series points, want %d", p, s, ser.Len(), n)
+			}
+			var off, adm int
+			for i := range ser.Len() {
+				off += ser.Offered[i]
+				adm += ser.Admitted[i]
+				if sh := ser.AdmittedShare(i); sh < 0 || sh > 1 {
+					t.Fatalf("%s/%s: admitted share %v at point %d", p, s, sh, i)
+				}
+			}
+			if off != r.Offered || adm != r.Admitted {
+				t.Errorf("%s/%s: series sums offered %d admitted %d, totals %d %d", p, s, off, adm, r.Offered, r.Admitted)
+			}
+			if r.ErrorsAfterRecovery > r.Admitted || r.ProbeBursts == 0 {
+				t.Errorf("%s/%s: %d errors after recovery of %d admitted, %d bursts", p, s, r.ErrorsAfterRecovery, r.Admitted, r.ProbeBursts)
+			}
+			if last := ser.State[ser.Len()-1]; (last == breaker.StateClosed) != (r.TimeToClose != sim.Never) {
+				t.Errorf("%s/%s: final state %v but time to close %v", p, s, last, r.TimeToClose)
+			}
+		}
+		if got := m[sim.SingleProbe].MaxProbesInFlight; got != 1 {
+			t.Errorf("%s/single-probe: %d probes in flight, want 1", p, got)
+		}
+		if got := m[sim.CappedProbes].MaxProbesInFlight; got < 1 || got > 2 {
+			t.Errorf("%s/capped-probes: %d probes in flight, want 1..2", p, got)
+		}
+		if e, c := m[sim.Eager].ProbesDuringOutage, m[sim.CappedProbes].ProbesDuringOutage; e <= c {
+			t.Errorf("%s: eager sent %d probes into the outage, capped-probes %d; want eager more", p, e, c)
+		}
+	}
+}
+
+// TestNoOutage: a dependency that never fails never trips any strategy.
+func TestNoOutage(t *testing.T) {
+	sc := sim.Scenario{Rate: 100, Duration: 20 * time.Second, RecoverAt: 10 * time.Second, Seed: 5}
+	res, err := sim.Run(sc, sim.StrategyNames())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Diverted != 0 || r.ErrorsAfterRecovery != 0 || len(r.Transitions) != 0 ||
+			r.TimeToClose != 0 || r.TimeToFullTraffic != 0 || r.Admitted != r.Offered {
+			t.Errorf("%s: %+v", r.Strategy, r)
+		}
+	}
+}
+
+// TestHealthCheck: with a health check every strategy but eager leaves the
+// open state within about a second of the recovery, whatever its window.
+func TestHealthCheck(t *testing.T) {
+	sc, _ := sim.Preset("long-outage")
+	sc.Outage, sc.RecoverAt, sc.Duration = 20*time.Minute, 21*time.Minute, 30*time.Minute
+	sc.HealthCheck = true
+	res, err := sim.Run(sc, []string{sim.Eager, sim.CappedProbes, sim.Adaptive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		if r.Strategy == sim.Eager {
+			if r.ProbeBursts < 30 {
+				t.Errorf("eager: %d bursts, want one per 30s (no health check)", r.ProbeBursts)
+			}
+			continue
+		}
+		if r.ProbeBursts != 0 {
+			t.Errorf("%s: %d probe bursts during the outage, want 0 (the health check holds it open)", r.Strategy, r.ProbeBursts)
+		}
+		if r.TimeToClose == sim.Never || r.TimeToClose > 5*time.Second {
+			t.Errorf("%s: closed %v after recovery, want within a few seconds", r.Strategy, r.TimeToClose)
+		}
+		passed := false
+		for _, x := range r.Transitions {
+			passed = passed || x.Reason == "health check passed"
+		}
+		if !passed {
+			t.Errorf("%s: no transition by the health check: %+v", r.Strategy, r.Transitions)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	ok := sim.Scenario{Rate: 10, Duration: time.Minute, RecoverAt: 30 * time.Second}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("valid scenario: %v", err)
+	}
+	for _, tc := range []struct {
+		field string
+		mod   func(*sim.Scenario)
+	}{
+		{"Rate", func(s *sim.Scenario) { s.Rate = 0 }},
+		{"Rate", func(s *sim.Scenario) { s.Rate = 1e6 }},
+		{"Duration", func(s *sim.Scenario) { s.Duration = 0 }},
+		{"Duration", func(s *sim.Scenario) { s.Rate, s.Duration = 100000, 48*time.Hour }},
+		{"RecoverAt", func(s *sim.Scenario) { s.RecoverAt = 2 * time.Minute }},
+		{"Outage", func(s *sim.Scenario) { s.Outage = 31 * time.Second }},
+		{"Fragile", func(s *sim.Scenario) { s.Fragile = 31 * time.Second }},
+		{"FragileCapacity", func(s *sim.Scenario) { s.Fragile = time.Second }},
+		{"Healthy.P99", func(s *sim.Scenario) { s.Healthy = sim.Latency{Median: time.Second, P99: time.Millisecond} }},
+		{"Slow.Median", func(s *sim.Scenario) { s.Slow = sim.Latency{Median: -1, P99: time.Second} }},
+		{"MaxOpenWindow", func(s *sim.Scenario) { s.OpenWindow, s.MaxOpenWindow = time.Minute, time.Second }},
+		{"Arrivals", func(s *sim.Scenario) { s.Arrivals = 7 }},
+	} {
+		sc := ok
+		tc.mod(&sc)
+		err := sc.Validate()
+		var fe *sim.FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field || !errors.Is(err, sim.ErrInvalidScenario) {
+			t.Errorf("%s: got %v", tc.field, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), tc.field) || !strings.Contains(err.Error(), "allowed") {
+			t.Errorf("%s: message %q does not name the field and range", tc.field, err)
+		}
+		if _, err := sim.Run(sc, []string{sim.Ramp}); !errors.Is(err, sim.ErrInvalidScenario) {
+			t.Errorf("%s: Run accepted it: %v", tc.field, err)
+		}
+	}
+}
+
+func TestParseStrategies(t *testing.T) {
+	all, err := sim.ParseStrategies("all")
+	if err != nil || strings.Join(all, ",") != "eager,single-probe,capped-probes,ramp,adaptive" {
+		t.Errorf("all: %v %v", all, err)
+	}
+	got, err := sim.ParseStrategies(" ramp, eager,ramp ")
+	if err != nil || strings.Join(got, ",") != "ramp,eager" {
+		t.Errorf("list: %v %v", got, err)
+	}
+	for _, bad := range []string{"", "ramp,fast", ","} {
+		if _, err := sim.ParseStrategies(bad); !errors.Is(err, sim.ErrUnknownStrategy) {
+			t.Errorf("%q: %v", bad, err)
+		}
+	}
+	if _, err := sim.StrategyConfig("fast", sim.Scenario{}); !errors.Is(err, sim.ErrUnknownStrategy) {
+		t.Errorf("StrategyConfig: %v", err)
+	}
+	if _, err := sim.Preset("medium"); !errors.Is(err, sim.ErrUnknownPreset) {
+		t.Errorf("Preset: %v", err)
+	}
+}
+
+// TestStrategyConfigs checks that each strategy is the breaker setting its
+// name promises, and valid.
+func TestStrategyConfigs(t *testing.T) {
+	sc, _ := sim.Preset("fragile")
+	for _, name := range sim.StrategyNames() {
+		cfg, err := sim.StrategyConfig(name, sc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if cfg.BaseOpenWindow != sc.OpenWindow || cfg.SlowCallDuration != sc.SlowCallDuration {
+			t.Errorf("%s: window %v slow %v", name, cfg.BaseOpenWindow, cfg.SlowCallDuration)
+		}
+	}
+	eager, _ := sim.StrategyConfig(sim.Eager, sc)
+	if !eager.FixedOpenWindow || eager.SuccessesToClose != 1 || eager.ProbeConcurrency < 1000 {
+		t.Errorf("eager: %+v", eager)
+	}
+	capped, _ := sim.StrategyConfig(sim.CappedProbes, sc)
+	if capped.ProbeConcurrency != 2 || capped.SuccessesToClose != 5 || capped.FixedOpenWindow {
+		t.Errorf("capped-probes: %+v", capped)
+	}
+}
+
+// TestSimulateCustomConfig runs a configuration that is not built in.
+func TestSimulateCustomConfig(t *testing.T) {
+	sc, _ := sim.Preset("fragile")
+	cfg, _ := sim.StrategyConfig(sim.Ramp, sc)
+	cfg.RampWindow = 6 * time.Second // Envoy's slow-start curve instead of steps
+	r, err := sim.Simulate(sc, "ramp-curve", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Strategy != "ramp-curve" || r.ProbeBursts == 0 || r.TimeToClose == sim.Never {
+		t.Errorf("%+v", r)
+	}
+	cfg.ProbeConcurrency = -1
+	if _, err := sim.Simulate(sc, "bad", cfg); !errors.Is(err, breaker.ErrInvalidConfig) {
+		t.Errorf("invalid breaker config: %v", err)
+	}
+}
+
+func TestOutputs(t *testing.T) {
+	sc, m := runPreset(t, "fragile")
+	var res []sim.Result
+	for _, s := range sim.StrategyNames() {
+		res = append(res, m[s])
+	}
+	var tab, md, js bytes.Buffer
+	if err := sim.WriteTable(&tab, sc, res); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.WriteMarkdown(&md, sc, res); err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.WriteJSON(&js, sc, res, false); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range sim.StrategyNames() {
+		if !strings.Contains(tab.String(), "\n"+s+" ") || !strings.Contains(md.String(), "| "+s+" |") {
+			t.Errorf("%s missing from table or markdown", s)
+		}
+	}
+	if strings.Contains(js.String(), `"series"`) {
+		t.Error("JSON without series has a series")
+	}
+	for _, key := range []string{`"scenario":`, `"results":`, `"strategy":"adaptive"`, `"errors_after_recovery":`,
+		`"retrips_after_recovery":`, `"time_to_close_s":`, `"time_to_full_traffic_s":`, `"max_probes_in_flight":`,
+		`"probes_during_outage":`, `"diverted":`, `"recover_at_s":20`} {
+		if !strings.Contains(js.String(), key) {
+			t.Errorf("JSON lacks %s", key)
+		}
+	}
+}
+
+func TestFormatDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		0: "0s", time.Minute: "1m", 4*time.Hour + time.Minute: "4h1m", 4 * time.Hour: "4h",
+		90 * time.Second: "1m30s", 1500 * time.Millisecond: "1.5s", 20 * time.Millisecond: "20ms",
+	} {
+		if got := sim.FormatDuration(d); got != want {
+			t.Errorf("%v: %q, want %q", d, got, want)
+		}
+	}
+}
