@@ -45,6 +45,10 @@ func TestShortRun(t *testing.T) {
 	if sum.Trips < 1 || sum.Diverted < 1 {
 		t.Errorf("trips = %d, diverted = %d; the outage must trip the breaker and divert", sum.Trips, sum.Diverted)
 	}
+	if sum.SignedEncrypted < sum.DeliveredUnique || sum.SignedMDNs < sum.DeliveredUnique {
+		t.Errorf("signed+encrypted %d, signed MDNs %d, want >= delivered %d: the example must use the secure AS2 path",
+			sum.SignedEncrypted, sum.SignedMDNs, sum.DeliveredUnique)
+	}
 	if sum.BacklogPeak < 1 || sum.Drained < 1 {
 		t.Errorf("backlog_peak = %d, drained = %d; the backlog must fill and drain", sum.BacklogPeak, sum.Drained)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/deliver/as2"
 	"github.com/floodgate-go/floodgate/deliver/as2/as2partner"
+	"github.com/floodgate-go/floodgate/deliver/as2/as2test"
 	"github.com/floodgate-go/floodgate/internal/jsq"
 	"github.com/floodgate-go/floodgate/internal/natsserver"
 	"github.com/floodgate-go/floodgate/internal/x12"
@@ -103,7 +104,16 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	}
 
 	// 2. The AS2 partner, on a real HTTP server on loopback.
-	partner, err := as2partner.New(as2partner.Config{AS2ID: partnerAS2ID, Script: script(o)})
+	// Throwaway keys and certificates for both sides: orders are signed
+	// (SHA-256) and encrypted (AES-256-CBC), and the partner returns a signed
+	// MDN whose MIC the sender checks (RFC 4130).
+	pki, err := as2test.New(ourAS2ID, partnerAS2ID)
+	if err != nil {
+		return nil, fmt.Errorf("AS2 certificates: %w", err)
+	}
+	pcfg := pki.PartnerConfig()
+	pcfg.Script = script(o)
+	partner, err := as2partner.New(pcfg)
 	if err != nil {
 		return nil, err
 	}
@@ -115,14 +125,11 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	go httpSrv.Serve(ln)
 	defer httpSrv.Close()
 
-	sender, err := as2.NewSender(as2.Config{
-		URL:             "http://" + ln.Addr().String() + "/as2",
-		From:            ourAS2ID,
-		To:              partnerAS2ID,
-		Subject:         "X12 850 purchase order",
-		Timeout:         5 * time.Second,
-		MessageIDDomain: idDomain,
-	})
+	scfg := pki.SenderConfig("http://" + ln.Addr().String() + "/as2")
+	scfg.Subject = "X12 850 purchase order"
+	scfg.Timeout = 5 * time.Second
+	scfg.MessageIDDomain = idDomain
+	sender, err := as2.NewSender(scfg)
 	if err != nil {
 		return nil, err
 	}
@@ -313,6 +320,8 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	sum.DeadLettered = int(c.deadLettered.Load())
 	sum.Trips = int(c.trips.Load())
 	sum.PartnerErrors = st.Errors
+	sum.SignedEncrypted = min(st.Signed, st.Encrypted)
+	sum.SignedMDNs = st.SignedMDNs
 	sum.Drained = int(drainer.Stats().Drained)
 	sum.ElapsedS = math.Round(time.Since(start).Seconds()*10) / 10
 	if !o.quiet {

@@ -19,6 +19,8 @@ type summary struct {
 	PartnerErrors   int     `json:"partner_errors"`
 	BacklogPeak     int     `json:"backlog_peak"`
 	Drained         int     `json:"drained"`
+	SignedEncrypted int     `json:"signed_encrypted"` // orders the partner processed that were signed and encrypted
+	SignedMDNs      int     `json:"signed_mdns"`      // signed MDNs the partner returned
 	ElapsedS        float64 `json:"elapsed_s"`
 }
 
@@ -36,6 +38,7 @@ func (s *summary) writeFile(path string) error {
 func (s *summary) print(w io.Writer) {
 	fmt.Fprintf(w, "\nproduced %d, delivered %d unique (%d duplicates), dead-lettered %d, lost %d\n",
 		s.Produced, s.DeliveredUnique, s.Duplicates, s.DeadLettered, s.Lost)
+	fmt.Fprintf(w, "signed and encrypted %d, signed MDNs %d\n", s.SignedEncrypted, s.SignedMDNs)
 	fmt.Fprintf(w, "trips %d, diverted %d, drained %d, backlog peak %d, partner errors %d, elapsed %.1fs\n",
 		s.Trips, s.Diverted, s.Drained, s.BacklogPeak, s.PartnerErrors, s.ElapsedS)
 }
