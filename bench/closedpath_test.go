@@ -1,5 +1,3 @@
-// Package bench compares floodgate's breaker with its peers. It is a
-// separate module so that users of floodgate do not inherit the peers.
 package bench
 
 import (
@@ -15,7 +13,9 @@ import (
 // judges it against SlowCallDuration (the peers judge no latency).
 const latency = 2 * time.Millisecond
 
-func newFloodgate(b *testing.B) *breaker.Breaker {
+func newFloodgate(b *testing.B) *breaker.Breaker { return newFloodgateT(b) }
+
+func newFloodgateT(b testing.TB) *breaker.Breaker {
 	cb, err := breaker.New(breaker.Config{
 		Name:                  "bench",
 		SlowCallDuration:      time.Second,

@@ -62,8 +62,10 @@ type Breaker struct {
 	hcNext        int64
 
 	cw          closedWindow
-	windowStart uint64
-	uncounted   uint64
+	windowStart uint64 // outcomesLocked() - uncounted when the period began
+	uncounted   uint64 // stale and neutral outcomes released through slots
+	sumLast     uint64 // last slots.sum(), modulo 2^47
+	outcomes    uint64 // outcomes released through slots, accumulated
 
 	ho  halfOpen
 	led ledger
@@ -143,14 +145,6 @@ func (b *Breaker) nowNs() int64 {
 
 func (b *Breaker) ns(t time.Time) int64 { return int64(t.Sub(b.epoch)) }
 
-// now reads the clock; for the wall clock with one monotonic read.
-func (b *Breaker) now() time.Time {
-	if b.wall {
-		return b.epoch.Add(time.Since(b.epoch))
-	}
-	return b.clock.Now()
-}
-
 func (b *Breaker) at(ns int64) time.Time { return b.epoch.Add(time.Duration(ns)) }
 
 // publishLocked stores the fast-path word. Requires mu held (or New).
@@ -173,14 +167,13 @@ func (b *Breaker) publishLocked(warm bool) {
 func (b *Breaker) Allow() (Permit, error) {
 	w := b.word.Load()
 	if w&stateMask == uint64(StateClosed) {
-		var at time.Time
+		start := int64(noTime)
 		if b.closedTimed {
-			at = b.now()
+			start = b.nowNs()
 		}
-		return b.closedPermit(w, at), nil
+		return b.closedPermit(w, start), nil
 	}
-	t := b.now()
-	return b.allowSlow(t, b.ns(t))
+	return b.allowSlow(b.nowNs())
 }
 
 // AllowAt is [Breaker.Allow] at time now, which the caller read from the
@@ -188,12 +181,12 @@ func (b *Breaker) Allow() (Permit, error) {
 // now.
 func (b *Breaker) AllowAt(now time.Time) (Permit, error) {
 	if w := b.word.Load(); w&stateMask == uint64(StateClosed) {
-		return b.closedPermit(w, now), nil
+		return b.closedPermit(w, b.ns(now)), nil
 	}
-	return b.allowSlow(now, b.ns(now))
+	return b.allowSlow(b.ns(now))
 }
 
-func (b *Breaker) allowSlow(at time.Time, now int64) (Permit, error) {
+func (b *Breaker) allowSlow(now int64) (Permit, error) {
 	if w := b.word.Load(); w&stateMask == uint64(StateOpen) && now < b.openUntil.Load() {
 		return Permit{}, b.errOpen
 	}
@@ -203,11 +196,11 @@ func (b *Breaker) allowSlow(at time.Time, now int64) (Permit, error) {
 	var err error
 	switch b.state {
 	case StateClosed:
-		p = b.closedPermit(b.word.Load(), at)
+		p = b.closedPermit(b.word.Load(), now)
 	case StateOpen:
 		err = b.errOpen
 	default:
-		p, err = b.admitHalfOpenLocked(at, now)
+		p, err = b.admitHalfOpenLocked(now)
 	}
 	b.armLocked(now)
 	b.unlockAndDispatch()
@@ -294,8 +287,10 @@ func (b *Breaker) Stale() uint64 { return b.stale.Load() }
 // called after the breaker's lock is released, one at a time, in the order
 // the transitions happened and the listeners were added; a listener may call
 // the breaker. When another goroutine is already delivering transitions, a
-// transition caused by this goroutine is delivered by that one. remove
-// unregisters fn; calling it again does nothing.
+// transition caused by this goroutine is delivered by that one. A listener
+// that panics panics the goroutine delivering (which may be a timer's);
+// later transitions are still delivered. remove unregisters fn; calling it
+// again does nothing.
 func (b *Breaker) AddListener(fn func(Transition)) (remove func()) {
 	if fn == nil {
 		return func() {}
@@ -444,10 +439,19 @@ func (b *Breaker) enterLocked(to State, now int64, reason string, window time.Du
 }
 
 func (b *Breaker) startClosedLocked(now int64) {
-	b.windowStart = b.slots.sum() - b.uncounted
+	b.windowStart = b.outcomesLocked() - b.uncounted
 	b.cw.reset(now)
 	b.curEpoch.Store(b.cw.cur)
 	b.publishLocked(false)
+}
+
+// outcomesLocked returns the number of outcomes ever released through the
+// slot table (and slotless permits). Requires mu held.
+func (b *Breaker) outcomesLocked() uint64 {
+	cur := b.slots.sum()
+	b.outcomes += (cur - b.sumLast) & slotCountMod
+	b.sumLast = cur
+	return b.outcomes + b.slots.extra.Load()
 }
 
 // tripLocked opens the breaker with the next window of the ladder.

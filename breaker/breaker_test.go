@@ -472,3 +472,31 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("%+v", s)
 	}
 }
+
+// TestListenerPanicDoesNotWedge: a panicking listener propagates its panic
+// to the caller whose call delivered the transition, and later transitions
+// are still delivered.
+func TestListenerPanicDoesNotWedge(t *testing.T) {
+	b, clk := newTest(t, nil)
+	var got []string
+	panicked := false
+	b.AddListener(func(tr breaker.Transition) {
+		got = append(got, tr.To.String())
+		if !panicked {
+			panicked = true
+			panic("listener bug")
+		}
+	})
+	func() {
+		defer func() {
+			if r := recover(); r != "listener bug" {
+				t.Fatalf("recovered %v", r)
+			}
+		}()
+		trip(t, b, clk)
+	}()
+	clk.Advance(time.Second) // the timer delivers the next transition
+	if !slices.Equal(got, []string{"open", "half-open"}) {
+		t.Fatalf("delivered %v", got)
+	}
+}

@@ -25,7 +25,8 @@ type Timer interface {
 type TimerClock interface {
 	Clock
 	// AfterFunc calls f in its own goroutine (or, for a fake clock, from the
-	// goroutine that advances it) once d has elapsed on this clock.
+	// goroutine that advances it) once d has elapsed on this clock. It must
+	// not call f before returning: the breaker schedules under its lock.
 	AfterFunc(d time.Duration, f func()) Timer
 }
 

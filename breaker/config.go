@@ -54,33 +54,34 @@ func (p HalfOpenPolicy) String() string {
 	}
 }
 
-// Defaults. The open-window ladder (1 s base, 30 s cap, factor 2, jitter 0.2,
-// 2 probes, 5 successes) follows the geofence design note; the ramp steps
-// (10/25/50/100 %, 2 s per step) follow the probing-strategies note.
+// Defaults of the [Config] fields. The open-window ladder (1 s base, 30 s
+// cap, factor 2, jitter 0.2, 2 probes, 5 successes) follows the geofence
+// design note; the ramp steps (10/25/50/100 %, 2 s per step) follow the
+// probing-strategies note.
 const (
-	DefaultWindowSize           = 20
-	DefaultMinimumCalls         = 10
-	DefaultWindowBuckets        = 10
-	DefaultFailureRateThreshold = 0.5
-	DefaultSlowCallDuration     = 5 * time.Second
-	DefaultBaseOpenWindow       = 1 * time.Second
-	DefaultMaxOpenWindow        = 30 * time.Second
-	DefaultBackoffFactor        = 2.0
-	DefaultJitter               = 0.2
-	DefaultProbeConcurrency     = 2
-	DefaultSuccessesToClose     = 5
-	DefaultMaxProbeWait         = 30 * time.Second
-	DefaultRampStepDuration     = 2 * time.Second
-	DefaultRampMinCalls         = 10
-	DefaultRampAggression       = 1.0
-	DefaultRampMinShare         = 0.1
-	DefaultAdaptiveMinShare     = 0.1
-	DefaultAdaptiveInterval     = 500 * time.Millisecond
-	DefaultAdaptiveIncrease     = 0.05
-	DefaultAdaptiveBackoff      = 0.5
-	DefaultAdaptiveTolerance    = 0.05
-	DefaultAdaptiveLatencyRatio = 2.0
-	DefaultHealthCheckInterval  = 1 * time.Second
+	DefaultWindowSize           = 20                     // Config.WindowSize, calls
+	DefaultMinimumCalls         = 10                     // Config.MinimumCalls, calls
+	DefaultWindowBuckets        = 10                     // Config.WindowBuckets
+	DefaultFailureRateThreshold = 0.5                    // Config.FailureRateThreshold
+	DefaultSlowCallDuration     = 5 * time.Second        // Config.SlowCallDuration
+	DefaultBaseOpenWindow       = 1 * time.Second        // Config.BaseOpenWindow
+	DefaultMaxOpenWindow        = 30 * time.Second       // Config.MaxOpenWindow
+	DefaultBackoffFactor        = 2.0                    // Config.BackoffFactor
+	DefaultJitter               = 0.2                    // Config.Jitter, ± fraction
+	DefaultProbeConcurrency     = 2                      // Config.ProbeConcurrency, probes in flight
+	DefaultSuccessesToClose     = 5                      // Config.SuccessesToClose, consecutive good probes
+	DefaultMaxProbeWait         = 30 * time.Second       // Config.MaxProbeWait
+	DefaultRampStepDuration     = 2 * time.Second        // Config.RampStepDuration
+	DefaultRampMinCalls         = 10                     // Config.RampMinCalls, calls
+	DefaultRampAggression       = 1.0                    // Config.RampAggression (linear)
+	DefaultRampMinShare         = 0.1                    // Config.RampMinShare
+	DefaultAdaptiveMinShare     = 0.1                    // Config.AdaptiveMinShare
+	DefaultAdaptiveInterval     = 500 * time.Millisecond // Config.AdaptiveInterval
+	DefaultAdaptiveIncrease     = 0.05                   // Config.AdaptiveIncrease, share
+	DefaultAdaptiveBackoff      = 0.5                    // Config.AdaptiveBackoff, factor
+	DefaultAdaptiveTolerance    = 0.05                   // Config.AdaptiveTolerance, loss rate
+	DefaultAdaptiveLatencyRatio = 2.0                    // Config.AdaptiveLatencyRatio
+	DefaultHealthCheckInterval  = 1 * time.Second        // Config.HealthCheckInterval
 
 	maxWindowSize    = 1 << 20
 	maxWindowBuckets = 1000
@@ -188,8 +189,9 @@ type Config struct {
 	// in half-open. Default 30s; range > 0.
 	MaxProbeWait time.Duration
 
-	// HalfOpenBound is optional: with no counted outcome of a half-open
-	// admission within it, the breaker reopens. Default 2*MaxProbeWait;
+	// HalfOpenBound is optional: with no completed half-open call (a
+	// reported success or failure; neutral outcomes and expired probes do
+	// not count) within it, the breaker reopens. Default 2*MaxProbeWait;
 	// range > 0.
 	HalfOpenBound time.Duration
 
@@ -231,8 +233,9 @@ type Config struct {
 	RampMinShare float64
 
 	// AdaptiveMinShare is optional (adaptive policy): the share it starts at
-	// after the probes and never goes below; failures that persist here reopen
-	// the breaker. Default 0.1; range (0,1).
+	// after the probes and never goes below. Failures that persist here reopen
+	// the breaker: a failure rate >= FailureRateThreshold over MinimumCalls
+	// calls admitted at this share. Default 0.1; range (0,1).
 	AdaptiveMinShare float64
 
 	// AdaptiveInterval is optional (adaptive policy): how often a clean
@@ -250,14 +253,17 @@ type Config struct {
 
 	// AdaptiveTolerance is optional (adaptive policy): the loss rate, among
 	// the calls admitted since the last change of share, tolerated without
-	// backing off, so sporadic errors do not hold the share down. Default
-	// 0.05; range [0,1).
+	// backing off (judged from the second loss on), so sporadic errors do not
+	// hold the share down; an interval is clean when its loss rate is within
+	// it. Default 0.05; range [0,1).
 	AdaptiveTolerance float64
 
 	// AdaptiveLatencyRatio is optional (adaptive policy): when the mean
-	// latency of the successes in an interval exceeds this multiple of the
-	// long-run mean, the interval counts as a loss (the gradient signal).
-	// Default 2; range >= 1, or < 0 to disable.
+	// latency of the successes in an interval exceeds this multiple of their
+	// long-run mean, the share backs off as on a loss (the gradient signal;
+	// not at the minimum share, where latency alone neither holds nor
+	// reopens). The long-run mean follows every interval, so a lasting shift
+	// becomes the new normal. Default 2; range >= 1, or < 0 to disable.
 	AdaptiveLatencyRatio float64
 
 	// HealthCheck is optional. When set (and the clock has timers), it is

@@ -61,7 +61,7 @@ func (b *Breaker) probesToPass() int {
 	return b.cfg.SuccessesToClose
 }
 
-func (b *Breaker) admitHalfOpenLocked(at time.Time, now int64) (Permit, error) {
+func (b *Breaker) admitHalfOpenLocked(now int64) (Permit, error) {
 	h := &b.ho
 	if h.stage == stageProbes {
 		if b.led.open >= b.probeCap() {
@@ -75,7 +75,7 @@ func (b *Breaker) admitHalfOpenLocked(at time.Time, now int64) (Permit, error) {
 		h.credit--
 	}
 	id := b.led.add(now, h.aepoch)
-	return Permit{b: b, tag: probeFlag | id, at: at}, nil
+	return Permit{b: b, tag: probeFlag | id, start: now}, nil
 }
 
 func (b *Breaker) reportHalfOpenLocked(p Permit, now int64, o Outcome, lat time.Duration) {

@@ -17,10 +17,10 @@ const probeFlag = 1 << 63
 // as stale. The zero Permit (returned with a rejection) ignores reports.
 type Permit struct {
 	// Four fields, so the compiler keeps a Permit in registers.
-	b    *Breaker
-	slot *atomic.Uint64 // closed: the permit's slot (nil if the table was full)
-	tag  uint64         // closed: expected slot word; half-open: probeFlag | ledger id
-	at   time.Time      // admission time; zero when not measured
+	b     *Breaker
+	slot  *atomic.Uint64 // closed: the permit's slot (nil if the table was full)
+	tag   uint64         // closed: expected slot word; half-open: probeFlag | ledger id
+	start int64          // admission time, ns since the breaker's epoch, or noTime
 }
 
 // IsProbe reports whether the call was admitted in the half-open state, as a
@@ -38,15 +38,14 @@ func (p Permit) Done(err error) {
 		return
 	}
 	o := b.classify(err)
-	var t time.Time
-	lat := unknownLatency
+	now, lat := int64(noTime), unknownLatency
 	if p.tag&probeFlag != 0 || b.closedTimed {
-		t = b.now()
-		if !p.at.IsZero() {
-			lat = max(0, t.Sub(p.at))
+		now = b.nowNs()
+		if p.start != noTime {
+			lat = max(0, time.Duration(now-p.start))
 		}
 	}
-	b.report(p, t, o, lat)
+	b.report(p, now, o, lat)
 }
 
 // DoneAt is [Permit.Done] at time now; the latency is now minus the
@@ -56,11 +55,12 @@ func (p Permit) DoneAt(now time.Time, err error) {
 	if b == nil {
 		return
 	}
+	n := b.ns(now)
 	lat := unknownLatency
-	if !p.at.IsZero() {
-		lat = max(0, now.Sub(p.at))
+	if p.start != noTime {
+		lat = max(0, time.Duration(n-p.start))
 	}
-	b.report(p, now, b.classify(err), lat)
+	b.report(p, n, b.classify(err), lat)
 }
 
 // Record reports an explicit outcome and latency (negative latencies count
@@ -70,11 +70,11 @@ func (p Permit) Record(o Outcome, latency time.Duration) {
 	if b == nil {
 		return
 	}
-	var t time.Time
+	now := int64(noTime)
 	if p.tag&probeFlag != 0 || b.timeWindow {
-		t = b.now()
+		now = b.nowNs()
 	}
-	b.report(p, t, o, max(0, latency))
+	b.report(p, now, o, max(0, latency))
 }
 
 // RecordAt is [Permit.Record] at time now.
@@ -83,7 +83,7 @@ func (p Permit) RecordAt(now time.Time, o Outcome, latency time.Duration) {
 	if b == nil {
 		return
 	}
-	b.report(p, now, o, max(0, latency))
+	b.report(p, b.ns(now), o, max(0, latency))
 }
 
 // Cancel releases the permit without an outcome (like OutcomeNeutral): a
@@ -94,13 +94,13 @@ func (p Permit) RecordAt(now time.Time, o Outcome, latency time.Duration) {
 func (p Permit) Cancel() { p.Record(OutcomeNeutral, 0) }
 
 // closedPermit admits a closed-state call in the generation of state word w.
-func (b *Breaker) closedPermit(w uint64, at time.Time) Permit {
+func (b *Breaker) closedPermit(w uint64, start int64) Permit {
 	gen := w >> genShift
 	s, tag := b.slots.claim(gen)
 	if s == nil {
 		tag = slotWord(0, gen)
 	}
-	return Permit{b: b, slot: s, tag: tag, at: at}
+	return Permit{b: b, slot: s, tag: tag, start: start}
 }
 
 func (b *Breaker) classify(err error) Outcome {
@@ -116,11 +116,11 @@ func (b *Breaker) classify(err error) Outcome {
 // report is the closed fast path: a fast success of the current generation,
 // once the window holds MinimumCalls, only releases the permit's slot (no
 // lock, no read-modify-write). Everything else takes the locked path.
-func (b *Breaker) report(p Permit, t time.Time, o Outcome, lat time.Duration) {
+func (b *Breaker) report(p Permit, now int64, o Outcome, lat time.Duration) {
 	if p.slot != nil && o == OutcomeSuccess && lat <= b.slowNs {
 		w := b.word.Load()
 		if (w>>genShift)&slotGenMask == p.tag>>slotGenShift && w&warmBit != 0 &&
-			(!b.timeWindow || floorDiv(b.ns(t), b.cw.width) == b.curEpoch.Load()) {
+			(!b.timeWindow || floorDiv(now, b.cw.width) == b.curEpoch.Load()) {
 			// A sequential second report finds the word changed and is
 			// ignored. Two reports of one permit racing each other store the
 			// same word; only if they also race a new claim of the slot can
@@ -131,17 +131,13 @@ func (b *Breaker) report(p Permit, t time.Time, o Outcome, lat time.Duration) {
 			return
 		}
 	}
-	b.reportSlow(p, t, o, lat)
+	b.reportSlow(p, now, o, lat)
 }
 
-// reportSlow takes the lock; a zero t means now by the clock.
-func (b *Breaker) reportSlow(p Permit, t time.Time, o Outcome, lat time.Duration) {
+func (b *Breaker) reportSlow(p Permit, now int64, o Outcome, lat time.Duration) {
 	b.mu.Lock()
-	var now int64
-	if t.IsZero() {
+	if now == noTime {
 		now = b.nowNs()
-	} else {
-		now = b.ns(t)
 	}
 	if p.tag&probeFlag != 0 {
 		b.reportHalfOpenLocked(p, now, o, lat)
@@ -165,7 +161,7 @@ func (b *Breaker) release(p Permit) bool {
 // periodTotalLocked is the number of outcomes counted in the current closed
 // period.
 func (b *Breaker) periodTotalLocked() int64 {
-	return int64(b.slots.sum() - b.uncounted - b.windowStart)
+	return int64(b.outcomesLocked() - b.uncounted - b.windowStart)
 }
 
 func (b *Breaker) rotateLocked(now, total int64) {

@@ -8,12 +8,14 @@ import (
 )
 
 // The closed-state fast path: every closed-state permit owns one slot word
-// while it is in flight. A slot word is gen<<40 | count<<1 | busy: count (39
-// bits) is the number of outcomes reported through the slot, gen the low 24
+// while it is in flight. A slot word is gen<<48 | count<<1 | busy: count (47
+// bits) is the number of outcomes reported through the slot, gen the low 16
 // bits of the generation the holder was admitted in. Allow claims a free
 // slot (count<<1) by writing it busy with the current generation; reporting
 // releases it by replacing the expected word w with w+1, which is the count
-// plus one, free. The count never repeats, so a second report of the same
+// plus one, free. A count that overflows its 47 bits spills into the
+// generation bits until the next claim rewrites them; the breaker sums the
+// counts modulo 2^47 and accumulates the differences. The count never repeats, so a second report of the same
 // permit finds another word and is ignored (no ABA), and the sum of the
 // counts over all slots is the number of closed-state outcomes ever
 // reported.
@@ -29,9 +31,10 @@ import (
 // duplicate detection).
 
 const (
-	slotGenShift  = 40
-	slotGenMask   = 1<<24 - 1
+	slotGenShift  = 48
+	slotGenMask   = 1<<16 - 1
 	slotCountBits = (1<<slotGenShift - 1) &^ 1
+	slotCountMod  = 1<<47 - 1
 )
 
 // slotWord returns the busy word claiming free word v for generation gen.
@@ -63,8 +66,14 @@ type slotTable struct {
 }
 
 func newSlotTable() *slotTable {
+	// Pinned: one stripe per P. Hashed: enough stripes that goroutines
+	// rarely share one.
+	want := runtime.GOMAXPROCS(0)
+	if !pinnedStripes && !raceEnabled {
+		want = min(256, max(16, 16*want))
+	}
 	n := 4
-	for n < runtime.GOMAXPROCS(0) || (!pinnedStripes && n < 4*runtime.GOMAXPROCS(0) && n < 64) {
+	for n < want {
 		n *= 2
 	}
 	bits := uint(0)
@@ -118,11 +127,11 @@ func (t *slotTable) claimSlow(gen uint64) (*atomic.Uint64, uint64) {
 	return s, slotWord(0, gen)
 }
 
-// sum returns the number of outcomes released through the table (plus the
-// slotless ones). It is not atomic across slots; callers hold the breaker's
-// lock, and only concurrent closed-state successes can be missed or caught.
+// sum returns the number of outcomes released through the slots, modulo
+// 2^47. It is not atomic across slots; callers hold the breaker's lock, and
+// only concurrent closed-state successes can be missed or caught.
 func (t *slotTable) sum() uint64 {
-	n := t.extra.Load()
+	n := uint64(0)
 	for c := t.first; c != nil; c = c.next.Load() {
 		for j := range c.stripes {
 			for i := range c.stripes[j].w {
@@ -130,5 +139,5 @@ func (t *slotTable) sum() uint64 {
 			}
 		}
 	}
-	return n
+	return n & slotCountMod
 }

@@ -70,7 +70,9 @@ type Transition struct {
 	From, To State
 	// Reason says why, in words, e.g. "failure rate 0.60 >= 0.50 over 10 calls".
 	Reason string
-	// At is the clock time of the transition.
+	// At is the clock time of the transition. A breaker without timers (a
+	// plain Clock) notices time-driven transitions on its next call, and
+	// dates them then.
 	At time.Time
 	// Window is the (jittered) open window when To is StateOpen, else 0.
 	Window time.Duration
@@ -111,7 +113,8 @@ type Snapshot struct {
 	// adaptive recovery.
 	Calls, Failures, SlowCalls int
 	// Stale counts reported results discarded because their call was admitted
-	// in an earlier state period.
+	// in an earlier state period. (The late report of a probe that already
+	// expired after MaxProbeWait is ignored, not counted: its failure was.)
 	Stale uint64
 	// AdmittedShare is the share of offered calls being admitted, 0..1: 1 when
 	// closed, 0 when open or while only probes are admitted, the current step or

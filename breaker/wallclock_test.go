@@ -1,0 +1,63 @@
+package breaker_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/floodgate-go/floodgate/breaker"
+)
+
+// TestWallClockTimers runs the default wall clock inside a synctest bubble:
+// time.AfterFunc timers leave the open state without any call, and a
+// health check polled by them ends a long open window early.
+func TestWallClockTimers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		checks := 0
+		b, err := breaker.New(breaker.Config{
+			WindowSize: 2, MinimumCalls: 2, DisableJitter: true, BaseOpenWindow: time.Minute,
+			HealthCheckInterval: 5 * time.Second,
+			HealthCheck: func(ctx context.Context) error {
+				checks++
+				if checks < 3 {
+					return context.DeadlineExceeded
+				}
+				return nil
+			},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Stop()
+		got := make(chan breaker.Transition, 10)
+		b.AddListener(func(tr breaker.Transition) { got <- tr })
+		start := time.Now()
+		for range 2 {
+			p, err := b.Allow()
+			if err != nil {
+				t.Fatal(err)
+			}
+			p.Done(context.Canceled)
+		}
+		if tr := <-got; tr.To != breaker.StateOpen || tr.Window != time.Minute {
+			t.Fatalf("%+v", tr)
+		}
+		time.Sleep(16 * time.Second) // checks at 5s, 10s fail; at 15s passes
+		synctest.Wait()
+		select {
+		case tr := <-got:
+			if tr.To != breaker.StateHalfOpen || tr.Reason != "health check passed" || tr.At.Sub(start) != 15*time.Second {
+				t.Fatalf("%+v after %v", tr, tr.At.Sub(start))
+			}
+		default:
+			t.Fatalf("still %v after %d checks", b.State(), checks)
+		}
+		// no probe within the half-open bound (60s): the timer reopens it
+		time.Sleep(61 * time.Second)
+		synctest.Wait()
+		if tr := <-got; tr.To != breaker.StateOpen || tr.Window != time.Minute {
+			t.Fatalf("%+v", tr)
+		}
+	})
+}
