@@ -47,7 +47,8 @@ func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
 			return nil, g.deadLetter(msg, ev, "malformed: "+reason, nil)
 		}
 
-		permit, err := g.cfg.Breaker.Allow()
+		start := g.clock.Now()
+		permit, err := g.cfg.Breaker.AllowAt(start)
 		if err != nil {
 			reason := retryqueue.ReasonOpen
 			if errors.Is(err, breaker.ErrProbeLimit) {
@@ -57,7 +58,7 @@ func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
 		}
 
 		ev.Admitted, ev.Probe = true, permit.IsProbe()
-		out, herr, shutdown := g.run(h, msg, permit, &ev)
+		out, herr, shutdown := g.run(h, msg, permit, start, &ev)
 		if herr == nil {
 			ev.Action = Delivered
 			g.emit(ev)
@@ -72,30 +73,32 @@ func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
 }
 
 // run calls h under the configured deadline and reports the outcome to the
-// breaker. The message's own context is restored before run returns, so a
+// breaker, with the latency from start (the admission time) on the breaker's
+// clock: two clock reads per call in all. The message's own context is restored before run returns, so a
 // later publish or retry never sees the timed-out one. A panic in h is
 // reported as a failure and re-raised. shutdown reports that the message's
 // own context (not the delivery deadline) ended, which is how Watermill
 // signals that the router is closing.
-func (g *guard) run(h message.HandlerFunc, msg *message.Message, permit breaker.Permit, ev *Event) (out []*message.Message, err error, shutdown bool) {
+func (g *guard) run(h message.HandlerFunc, msg *message.Message, permit breaker.Permit, start time.Time, ev *Event) (out []*message.Message, err error, shutdown bool) {
 	parent := msg.Context()
 	ctx, cancel := context.WithTimeout(parent, g.cfg.Timeout)
 	msg.SetContext(ctx)
-	start := g.clock.Now()
 	defer func() {
 		cancel()
 		msg.SetContext(parent)
-		ev.Latency = g.clock.Now().Sub(start)
 		if r := recover(); r != nil {
-			permit.Record(breaker.OutcomeFailure, ev.Latency)
+			end := g.clock.Now()
+			ev.Latency = end.Sub(start)
+			permit.RecordAt(end, breaker.OutcomeFailure, ev.Latency)
 			panic(r)
 		}
 	}()
 
 	out, err = h(msg)
-	latency := g.clock.Now().Sub(start)
+	end := g.clock.Now()
+	ev.Latency = end.Sub(start)
 	shutdown = err != nil && parent.Err() != nil
-	permit.Record(g.outcome(err, shutdown, permit.IsProbe()), latency)
+	permit.RecordAt(end, g.outcome(err, shutdown, permit.IsProbe()), ev.Latency)
 	return out, err, shutdown
 }
 
