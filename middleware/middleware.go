@@ -51,7 +51,10 @@ func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
 		permit, err := g.cfg.Breaker.AllowAt(start)
 		if err != nil {
 			reason := retryqueue.ReasonOpen
-			if errors.Is(err, breaker.ErrProbeLimit) {
+			switch {
+			case errors.Is(err, breaker.ErrThrottled): // ramp or adaptive share
+				reason = retryqueue.ReasonRamp
+			case errors.Is(err, breaker.ErrProbeLimit):
 				reason = retryqueue.ReasonProbeLimit
 			}
 			return nil, g.divert(msg, ev, reason, err)
@@ -77,7 +80,7 @@ func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
 // clock: two clock reads per call in all. The message's own context is restored before run returns, so a
 // later publish or retry never sees the timed-out one. A panic in h is
 // reported as a failure and re-raised. shutdown reports that the message's
-// own context (not the delivery deadline) ended, which is how Watermill
+// own context was cancelled (not timed out), which is how the subscriber
 // signals that the router is closing.
 func (g *guard) run(h message.HandlerFunc, msg *message.Message, permit breaker.Permit, start time.Time, ev *Event) (out []*message.Message, err error, shutdown bool) {
 	parent := msg.Context()
@@ -97,7 +100,9 @@ func (g *guard) run(h message.HandlerFunc, msg *message.Message, permit breaker.
 	out, err = h(msg)
 	end := g.clock.Now()
 	ev.Latency = end.Sub(start)
-	shutdown = err != nil && parent.Err() != nil
+	// Cancelled, not timed out: an outer Watermill Timeout middleware is a
+	// deadline on the partner and must count as a failure.
+	shutdown = err != nil && errors.Is(parent.Err(), context.Canceled)
 	permit.RecordAt(end, g.outcome(err, shutdown, permit.IsProbe()), ev.Latency)
 	return out, err, shutdown
 }

@@ -507,3 +507,45 @@ func TestDefaultClockBreaker(t *testing.T) {
 		t.Errorf("breaker saw %d calls, want 1", s.Calls)
 	}
 }
+
+// Regression: a Watermill Timeout middleware outside floodgate expires the
+// message's own context. That is a slow partner, not a shutdown: it must
+// count as a failure so a hanging partner trips the breaker.
+func TestOuterDeadlineCountsAsFailure(t *testing.T) {
+	e := newEnv(t, smallBreaker)
+	msg := newMsg()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	<-ctx.Done()
+	msg.SetContext(ctx)
+	if _, err := e.mw(func(m *message.Message) ([]*message.Message, error) {
+		return nil, m.Context().Err()
+	})(msg); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.b.Snapshot(); s.Failures != 1 {
+		t.Errorf("breaker failures = %d, want 1", s.Failures)
+	}
+}
+
+// A call cut short by shutdown (the message's context cancelled) is neutral
+// in the closed state: closing the router must not trip the breaker. The
+// message is still diverted, so it is not lost.
+func TestShutdownCancellationIsNeutral(t *testing.T) {
+	e := newEnv(t, smallBreaker)
+	msg := newMsg()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	msg.SetContext(ctx)
+	if _, err := e.mw(func(m *message.Message) ([]*message.Message, error) {
+		return nil, m.Context().Err()
+	})(msg); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.b.Snapshot(); s.Failures != 0 || s.Calls != 0 {
+		t.Errorf("breaker calls/failures = %d/%d, want 0/0", s.Calls, s.Failures)
+	}
+	if got := e.retry(); len(got) != 1 {
+		t.Errorf("retry stream has %d messages, want the cancelled one", len(got))
+	}
+}

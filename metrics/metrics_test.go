@@ -1,0 +1,418 @@
+package metrics_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/breaker/breakertest"
+	"github.com/floodgate-go/floodgate/deliver"
+	"github.com/floodgate-go/floodgate/internal/jsq"
+	"github.com/floodgate-go/floodgate/internal/natstest"
+	"github.com/floodgate-go/floodgate/metrics"
+	"github.com/floodgate-go/floodgate/middleware"
+	"github.com/floodgate-go/floodgate/retryqueue"
+)
+
+var (
+	errPartner503 = &deliver.Error{Kind: deliver.ErrRetryable, Op: "as2 send", StatusCode: 503}
+	errRejected   = &deliver.Error{Kind: deliver.ErrPermanent, Op: "as2 send", StatusCode: 400}
+)
+
+// scrape GETs /metrics from srv and parses the text exposition.
+func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
+	t.Helper()
+	resp, err := http.Get(url + metrics.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("GET /metrics: %s: %s", resp.Status, body)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	return fams
+}
+
+// value returns the value of the series of family name whose labels
+// include want (every series must carry breaker="northwind").
+func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, want ...string) float64 {
+	t.Helper()
+	f := fams[name]
+	if f == nil {
+		t.Fatalf("metric %s not exported", name)
+	}
+	for _, m := range f.GetMetric() {
+		labels := map[string]string{}
+		for _, lp := range m.GetLabel() {
+			labels[lp.GetName()] = lp.GetValue()
+		}
+		if labels["breaker"] != "northwind" {
+			t.Fatalf("%s series without breaker=northwind: %v", name, labels)
+		}
+		match := true
+		for i := 0; i+1 < len(want); i += 2 {
+			if labels[want[i]] != want[i+1] {
+				match = false
+			}
+		}
+		if !match {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Histogram != nil:
+			return float64(m.Histogram.GetSampleCount())
+		}
+	}
+	t.Fatalf("metric %s has no series with labels %v", name, want)
+	return 0
+}
+
+type check struct {
+	name   string
+	labels []string
+	want   float64
+}
+
+func expect(t *testing.T, fams map[string]*dto.MetricFamily, stage string, checks []check) {
+	t.Helper()
+	for _, c := range checks {
+		if got := value(t, fams, c.name, c.labels...); got != c.want {
+			t.Errorf("%s: %s%v = %v, want %v", stage, c.name, c.labels, got, c.want)
+		}
+	}
+}
+
+// TestScrapeAfterTripAndRecovery drives a real breaker (fake clock) through
+// the real middleware onto real JetStream streams, scripted: two good calls,
+// a slow one, two failures (trip), three messages while open, a half-open
+// probe during which a second call is refused for the probe limit, a second
+// probe (close) and a permanent error. It scrapes a real HTTP /metrics
+// endpoint while open and after recovery and checks names, labels and values.
+func TestScrapeAfterTripAndRecovery(t *testing.T) {
+	ctx := context.Background()
+	url := natstest.URL(t)
+	nc := natstest.Conn(t, url)
+	js := natstest.JetStream(t, nc)
+	clock := breakertest.NewClock(time.Time{})
+	b, err := breaker.New(breaker.Config{
+		Name: "northwind", Clock: clock,
+		WindowSize: 4, MinimumCalls: 4, FailureRateThreshold: 0.5,
+		SlowCallDuration: 100 * time.Millisecond,
+		BaseOpenWindow:   time.Second, DisableJitter: true,
+		ProbeConcurrency: 1, SuccessesToClose: 2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Stop)
+	pub, err := jsq.NewPublisher(jsq.PublisherConfig{Conn: nc, PublishTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	qcfg := retryqueue.Config{Publisher: pub, RetryTopic: natstest.Name(t, "retry"), DeadLetterTopic: natstest.Name(t, "dead")}
+	natstest.DeleteStreams(t, js, qcfg.RetryTopic, qcfg.DeadLetterTopic)
+	if err := retryqueue.Provision(ctx, js, qcfg); err != nil {
+		t.Fatal(err)
+	}
+	q, err := retryqueue.New(qcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Options{Breaker: b.Name()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mw, err := middleware.New(middleware.Config{Breaker: b, Queue: q, Timeout: 5 * time.Second, OnEvent: m.ObserveEvent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drainer, err := retryqueue.NewDrainer(retryqueue.DrainerConfig{
+		JetStream: js, Queue: q, Handler: func(*message.Message) ([]*message.Message, error) { return nil, nil },
+		Gate: middleware.DrainGate(b), Rate: 25,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The drainer's durable consumer, as Run would create it; the drainer is
+	// not run, so the backlog stays what was diverted.
+	if _, err := js.CreateOrUpdateConsumer(ctx, drainer.Stream(), drainer.ConsumerConfig()); err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range []error{m.WatchBreaker(b), m.WatchQueue(q), m.WatchDrainer(drainer)} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv := httptest.NewServer(metrics.Handler(reg))
+	t.Cleanup(srv.Close)
+
+	send := func(h message.HandlerFunc) {
+		t.Helper()
+		msg := message.NewMessage(uuid.NewString(), []byte("ISA*00*...~"))
+		msg.Metadata.Set(retryqueue.MetaOriginalTopic, "edi_orders")
+		if _, err := mw(h)(msg); err != nil {
+			t.Fatalf("handler: %v", err)
+		}
+	}
+	ok := func(*message.Message) ([]*message.Message, error) { return nil, nil }
+	slow := func(*message.Message) ([]*message.Message, error) {
+		clock.Advance(200 * time.Millisecond) // latency on the breaker's clock
+		return nil, nil
+	}
+	fail := func(*message.Message) ([]*message.Message, error) { return nil, errPartner503 }
+	permanent := func(*message.Message) ([]*message.Message, error) { return nil, errRejected }
+
+	send(ok)
+	send(ok)
+	send(slow)
+	send(fail)
+	send(fail) // window s, slow, f, f: failure rate 0.5 trips
+	if s := b.State(); s != breaker.StateOpen {
+		t.Fatalf("state = %s, want open", s)
+	}
+	send(ok)
+	send(ok)
+	send(ok) // three rejected while open
+
+	fams := scrape(t, srv.URL)
+	expect(t, fams, "open", []check{
+		{"floodgate_breaker_state", []string{"state", "open"}, 1},
+		{"floodgate_breaker_state", []string{"state", "closed"}, 0},
+		{"floodgate_breaker_state", []string{"state", "half-open"}, 0},
+		{"floodgate_breaker_admitted_share", nil, 0},
+		{"floodgate_breaker_open_window_seconds", nil, 1},
+		{"floodgate_breaker_consecutive_trips", nil, 1},
+		{"floodgate_breaker_trips_total", nil, 1},
+		{"floodgate_breaker_transitions_total", []string{"from", "closed", "to", "open"}, 1},
+		{"floodgate_calls_total", []string{"outcome", "rejected"}, 3},
+		{"floodgate_retry_backlog_messages", nil, 5},
+	})
+
+	clock.Advance(time.Second) // the open window ends: half-open on the timer
+	if s := b.State(); s != breaker.StateHalfOpen {
+		t.Fatalf("state = %s, want half-open", s)
+	}
+	send(func(msg *message.Message) ([]*message.Message, error) {
+		if got := value(t, scrape(t, srv.URL), "floodgate_breaker_probes_in_flight"); got != 1 {
+			t.Errorf("probes in flight during a probe = %v, want 1", got)
+		}
+		send(ok) // the probe cap is 1: refused with the probe limit
+		return nil, nil
+	})
+	send(ok) // second good probe closes
+	if s := b.State(); s != breaker.StateClosed {
+		t.Fatalf("state = %s, want closed", s)
+	}
+	send(permanent)
+
+	fams = scrape(t, srv.URL)
+	expect(t, fams, "recovered", []check{
+		{"floodgate_breaker_state", []string{"state", "closed"}, 1},
+		{"floodgate_breaker_state", []string{"state", "open"}, 0},
+		{"floodgate_breaker_state", []string{"state", "half-open"}, 0},
+		{"floodgate_breaker_admitted_share", nil, 1},
+		{"floodgate_breaker_probes_in_flight", nil, 0},
+		{"floodgate_breaker_open_window_seconds", nil, 1},
+		{"floodgate_breaker_consecutive_trips", nil, 0},
+		{"floodgate_breaker_trips_total", nil, 1},
+		{"floodgate_breaker_stale_results_total", nil, 0},
+		{"floodgate_breaker_transitions_total", []string{"from", "closed", "to", "open"}, 1},
+		{"floodgate_breaker_transitions_total", []string{"from", "open", "to", "half-open"}, 1},
+		{"floodgate_breaker_transitions_total", []string{"from", "half-open", "to", "closed"}, 1},
+		{"floodgate_breaker_transitions_total", []string{"from", "half-open", "to", "open"}, 0},
+		{"floodgate_calls_total", []string{"outcome", "success"}, 4},
+		{"floodgate_calls_total", []string{"outcome", "slow"}, 1},
+		{"floodgate_calls_total", []string{"outcome", "failure"}, 2},
+		{"floodgate_calls_total", []string{"outcome", "neutral"}, 1},
+		{"floodgate_calls_total", []string{"outcome", "rejected"}, 4},
+		{"floodgate_diverted_total", []string{"reason", "failure"}, 2},
+		{"floodgate_diverted_total", []string{"reason", "open"}, 3},
+		{"floodgate_diverted_total", []string{"reason", "probe-limit"}, 1},
+		{"floodgate_diverted_total", []string{"reason", "ramp"}, 0},
+		{"floodgate_dead_lettered_total", []string{"reason", "permanent"}, 1},
+		{"floodgate_dead_lettered_total", []string{"reason", "malformed"}, 0},
+		{"floodgate_nacked_total", nil, 0},
+		{"floodgate_delivery_latency_seconds", nil, 8}, // admitted calls
+		{"floodgate_retry_published_total", []string{"kind", "diverted"}, 6},
+		{"floodgate_retry_published_total", []string{"kind", "dead-lettered"}, 1},
+		{"floodgate_retry_publish_errors_total", nil, 0},
+		{"floodgate_retry_backlog_messages", nil, 6},
+		{"floodgate_drained_total", []string{"result", "drained"}, 0},
+		{"floodgate_drain_rate_limit", nil, 25},
+	})
+	h := fams["floodgate_delivery_latency_seconds"].GetMetric()[0].GetHistogram()
+	if h.GetSampleSum() != 0.2 {
+		t.Errorf("latency sum = %v s, want 0.2 (the one slow call)", h.GetSampleSum())
+	}
+	for _, bk := range h.GetBucket() {
+		want := uint64(7)
+		if bk.GetUpperBound() >= 0.25 {
+			want = 8
+		}
+		if bk.GetCumulativeCount() != want {
+			t.Errorf("latency bucket le=%v: %d, want %d", bk.GetUpperBound(), bk.GetCumulativeCount(), want)
+		}
+	}
+
+	var got []string
+	for name, f := range fams {
+		got = append(got, name)
+		if !strings.HasPrefix(name, "floodgate_") {
+			t.Errorf("metric %s lacks the floodgate_ prefix", name)
+		}
+		if f.GetType() == dto.MetricType_COUNTER && !strings.HasSuffix(name, "_total") {
+			t.Errorf("counter %s lacks the _total suffix", name)
+		}
+	}
+	sort.Strings(got)
+	if want := metrics.Names(); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("exported families\n %v\nwant Names()\n %v", got, want)
+	}
+}
+
+// TestEveryNameIsDescribed: Names lists exactly the descriptors the
+// collector registers, so the deploy tests can trust it.
+func TestEveryNameIsDescribed(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Options{Breaker: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := make(chan *prometheus.Desc, 100)
+	m.Describe(ch)
+	close(ch)
+	var got []string
+	for d := range ch {
+		got = append(got, metrics.DescName(d))
+	}
+	sort.Strings(got)
+	if strings.Join(got, " ") != strings.Join(metrics.Names(), " ") {
+		t.Errorf("described %v\nNames() %v", got, metrics.Names())
+	}
+}
+
+func TestOptionsAndRegistration(t *testing.T) {
+	for _, tc := range []struct {
+		opts  metrics.Options
+		field string
+	}{
+		{metrics.Options{}, "Breaker"},
+		{metrics.Options{Breaker: "b", SlowCallDuration: -1}, "SlowCallDuration"},
+		{metrics.Options{Breaker: "b", ScrapeTimeout: -time.Second}, "ScrapeTimeout"},
+		{metrics.Options{Breaker: "b", LatencyBuckets: []float64{}}, "LatencyBuckets"},
+		{metrics.Options{Breaker: "b", LatencyBuckets: []float64{0.1, 0.1}}, "LatencyBuckets[1]"},
+		{metrics.Options{Breaker: "b", LatencyBuckets: []float64{-1}}, "LatencyBuckets[0]"},
+	} {
+		_, err := metrics.New(prometheus.NewRegistry(), tc.opts)
+		if !errors.Is(err, metrics.ErrInvalidOptions) || !strings.Contains(err.Error(), tc.field) || !strings.HasPrefix(err.Error(), "invalid config: ") {
+			t.Errorf("%+v: err %v, want invalid config naming %s", tc.opts, err, tc.field)
+		}
+	}
+
+	reg := prometheus.NewRegistry()
+	if _, err := metrics.New(reg, metrics.Options{Breaker: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := metrics.New(reg, metrics.Options{Breaker: "b"}); err != nil {
+		t.Fatalf("a second breaker on one registry: %v", err)
+	}
+	var are prometheus.AlreadyRegisteredError
+	if _, err := metrics.New(reg, metrics.Options{Breaker: "a"}); !errors.As(err, &are) {
+		t.Errorf("same breaker label twice: %v, want AlreadyRegisteredError", err)
+	}
+
+	b, err := breaker.New(breaker.Config{Name: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop()
+	m, _ := metrics.New(prometheus.NewRegistry(), metrics.Options{Breaker: "a"})
+	if err := m.WatchBreaker(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WatchBreaker(b); !errors.Is(err, metrics.ErrAlreadyWatching) {
+		t.Errorf("second WatchBreaker: %v", err)
+	}
+
+	var off *metrics.Metrics // metrics left off: every call is a no-op
+	off.ObserveEvent(middleware.Event{Action: middleware.Delivered})
+	if off.WatchBreaker(b) != nil || off.WatchQueue(nil) != nil || off.WatchDrainer(nil) != nil {
+		t.Error("nil *Metrics: Watch returned an error")
+	}
+}
+
+// TestServe serves a registry on a real listener and stops with ctx.
+func TestServe(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Options{Breaker: "northwind"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ObserveEvent(middleware.Event{Action: middleware.Diverted, Reason: "open"})
+	m.ObserveEvent(middleware.Event{Action: middleware.Diverted, Reason: "ordering"})                      // never asked the breaker
+	m.ObserveEvent(middleware.Event{Action: middleware.Nacked, Admitted: true, Err: errors.New("no ack")}) // handler failed, diversion not confirmed
+	m.ObserveEvent(middleware.Event{Action: middleware.DeadLettered, Reason: "malformed: attempt \"x\""})  // not a call
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- metrics.ServeListener(ctx, ln, reg) }()
+	fams := scrape(t, "http://"+ln.Addr().String())
+	expect(t, fams, "events", []check{
+		{"floodgate_calls_total", []string{"outcome", "rejected"}, 1},
+		{"floodgate_calls_total", []string{"outcome", "failure"}, 1},
+		{"floodgate_calls_total", []string{"outcome", "neutral"}, 0},
+		{"floodgate_diverted_total", []string{"reason", "ordering"}, 1},
+		{"floodgate_dead_lettered_total", []string{"reason", "malformed"}, 1},
+		{"floodgate_nacked_total", nil, 1},
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Serve after cancel: %v", err)
+	}
+	if err := metrics.Serve(context.Background(), "256.0.0.1:bad", reg); err == nil {
+		t.Error("Serve on a bad address: nil error")
+	}
+
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	addr, err := metrics.Start(ctx2, "127.0.0.1:0", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := value(t, scrape(t, "http://"+addr.String()), "floodgate_diverted_total", "reason", "open"); got != 1 {
+		t.Errorf("Start: diverted{open} = %v, want 1", got)
+	}
+	if _, err := metrics.Start(ctx2, addr.String(), reg); err == nil {
+		t.Error("Start on a busy address: nil error")
+	}
+}
