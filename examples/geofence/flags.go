@@ -1,0 +1,82 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/floodgate-go/floodgate/internal/exampleutil"
+)
+
+// options are the example's command-line settings.
+type options struct {
+	vehicles     int           // vans replayed, from the trace's first
+	speed        float64       // trace seconds per wall second
+	produceFor   time.Duration // wall time the producer replays the trace
+	dwell        time.Duration // trace time inside a fence before a dwell trigger
+	healthyFor   time.Duration // consumer healthy before the spike
+	degraded     time.Duration // consumer's P99 spike; recovery after it
+	fast         time.Duration // consumer's normal latency
+	spike        time.Duration // consumer's slow latency while degraded
+	slowFraction float64       // share of slow requests while degraded
+	slowCall     time.Duration // breaker's slow-call threshold
+	timeout      time.Duration // webhook sender timeout
+	seed         uint64        // breaker jitter seed; 0 = random
+	natsURL      string        // external NATS; empty = embedded
+	summary      string        // JSON summary file; empty = none
+	settle       time.Duration // wait for the backlog after producing
+	quiet        bool          // no timeline
+}
+
+// recoverAt is when the consumer recovers, from the script's start.
+func (o options) recoverAt() time.Duration { return o.healthyFor + o.degraded }
+
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	var o options
+	fs := flag.NewFlagSet("geofence", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.IntVar(&o.vehicles, "vehicles", 16, "vans replayed from the trace, in [1, 16]")
+	fs.Float64Var(&o.speed, "speed", 40, "replay speed: trace seconds per wall second, in (0, 1000]")
+	fs.DurationVar(&o.produceFor, "produce-for", 22*time.Second, "wall time the trace is replayed (it ends after 15 trace minutes), in (0, 10m]")
+	fs.DurationVar(&o.dwell, "dwell", time.Minute, "trace time inside a fence before a dwell trigger, in (0, 1h]")
+	fs.DurationVar(&o.healthyFor, "healthy", 3*time.Second, "consumer healthy before its P99 spike, in [0, 10m]")
+	fs.DurationVar(&o.degraded, "degraded", 9500*time.Millisecond, "consumer's P99 spike; it recovers after it, in (0, 1h]")
+	fs.DurationVar(&o.fast, "fast", 20*time.Millisecond, "consumer's normal latency, in [0, 10s]")
+	fs.DurationVar(&o.spike, "spike", 900*time.Millisecond, "latency of the consumer's slow requests while degraded, in (0, 1m]")
+	fs.Float64Var(&o.slowFraction, "slow-fraction", 0.5, "share of the consumer's requests that take -spike while degraded, in [0.01, 1]")
+	fs.DurationVar(&o.slowCall, "slow-call", 200*time.Millisecond, "breaker's slow-call threshold: a slower call is a failure, in (0, 1m]")
+	fs.DurationVar(&o.timeout, "timeout", 2*time.Second, "webhook request timeout, in (0, 1m]")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the breaker's open-window jitter; 0 draws a random one")
+	fs.StringVar(&o.natsURL, "nats-url", "", "external NATS server URL (default: an embedded JetStream server)")
+	fs.StringVar(&o.summary, "summary", "", "write a JSON summary to this `file`")
+	fs.DurationVar(&o.settle, "settle", 40*time.Second, "after producing, how long to wait for the backlog to drain, in (0, 1h]")
+	fs.BoolVar(&o.quiet, "quiet", false, "do not print the per-second timeline")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return o, o.validate()
+}
+
+func (o options) validate() error {
+	var c exampleutil.FlagCheck
+	c.Int("vehicles", o.vehicles, 1, 16)
+	c.Float("speed", o.speed, 0, 1000, true, "trace seconds per second")
+	c.Duration("produce-for", o.produceFor, 0, 10*time.Minute, true)
+	c.Duration("dwell", o.dwell, 0, time.Hour, true)
+	c.Duration("healthy", o.healthyFor, 0, 10*time.Minute, false)
+	c.Duration("degraded", o.degraded, 0, time.Hour, true)
+	c.Duration("fast", o.fast, 0, 10*time.Second, false)
+	c.Duration("spike", o.spike, 0, time.Minute, true)
+	c.Float("slow-fraction", o.slowFraction, 0.01, 1, false, "")
+	c.Duration("slow-call", o.slowCall, 0, time.Minute, true)
+	c.Duration("timeout", o.timeout, 0, time.Minute, true)
+	c.Duration("settle", o.settle, 0, time.Hour, true)
+	if o.fast >= o.slowCall {
+		c.Failf("-fast (%v) must be below -slow-call (%v), or the recovered consumer is slow", o.fast, o.slowCall)
+	}
+	return c.Err()
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/floodgate-go/floodgate/internal/exampleutil"
+)
+
+// summary is the run's outcome; -summary writes it as one JSON object. The
+// keys of [exampleutil.Summary] come first (partner_errors counts the
+// consumer's slow and error answers), then the geofence ones.
+type summary struct {
+	exampleutil.Summary
+	// ClosedAfterRecoveryS is how long after the consumer's recovery the
+	// breaker closed for good: 0 when it was closed at recovery and stayed
+	// closed, -1 when it did not end closed.
+	ClosedAfterRecoveryS float64 `json:"closed_after_recovery_s"`
+	// RetripsAfterRecovery counts trips later than recovery plus the grace.
+	RetripsAfterRecovery int `json:"retrips_after_recovery"`
+	// TripsInRecoveryGrace counts trips within the grace after recovery:
+	// the judgement of a call that reached the consumer before it recovered
+	// (a call lasts at most min(-spike, -timeout)).
+	TripsInRecoveryGrace int     `json:"trips_in_recovery_grace"`
+	RecoveryGraceS       float64 `json:"recovery_grace_s"`
+	// RecoverAtS is the recovery, in seconds from the script's start.
+	RecoverAtS float64 `json:"recover_at_s"`
+	// OpenWindowsS lists the open windows drawn, in seconds, in order.
+	OpenWindowsS []float64 `json:"open_windows_s"`
+	// Closes counts transitions to closed.
+	Closes int `json:"closes"`
+	// Fixes counts GPS fixes published; TriggersExpected the triggers an
+	// offline evaluation of those fixes gives.
+	Fixes            int `json:"fixes"`
+	TriggersExpected int `json:"triggers_expected"`
+	// Unexpected counts triggers produced that the offline evaluation does
+	// not give; ContentMismatches triggers whose body at the consumer
+	// differs from the expected one.
+	Unexpected        int `json:"unexpected"`
+	ContentMismatches int `json:"content_mismatches"`
+	Probes            int `json:"probes"`
+	Drained           int `json:"drained"`
+	SlowResponses     int `json:"slow_responses"`
+	// SignatureFailures counts requests the consumer rejected for a bad
+	// HMAC signature (401).
+	SignatureFailures int `json:"signature_failures"`
+}
+
+func (s *summary) print(w io.Writer) {
+	fmt.Fprintf(w, "\nfixes %d, triggers produced %d (expected %d, unexpected %d)\n", s.Fixes, s.Produced, s.TriggersExpected, s.Unexpected)
+	fmt.Fprintf(w, "delivered %d unique (%d duplicates recognised by idempotency key), dead-lettered %d, lost %d, content mismatches %d, signature failures %d\n",
+		s.DeliveredUnique, s.Duplicates, s.DeadLettered, s.Lost, s.ContentMismatches, s.SignatureFailures)
+	fmt.Fprintf(w, "trips %d, open windows %v s, probes %d, closes %d, diverted %d, drained %d, backlog peak %d, slow answers %d, partner errors %d\n",
+		s.Trips, s.OpenWindowsS, s.Probes, s.Closes, s.Diverted, s.Drained, s.BacklogPeak, s.SlowResponses, s.PartnerErrors)
+	closed := fmt.Sprintf("%.1fs after", s.ClosedAfterRecoveryS)
+	if s.ClosedAfterRecoveryS < 0 {
+		closed = "never"
+	}
+	fmt.Fprintf(w, "consumer recovered at %.1fs; breaker closed %s; re-trips after recovery %d (+%d within the %.1fs grace); elapsed %.1fs\n",
+		s.RecoverAtS, closed, s.RetripsAfterRecovery, s.TripsInRecoveryGrace, s.RecoveryGraceS, s.ElapsedS)
+}

@@ -1,0 +1,221 @@
+package exampleutil_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/internal/exampleutil"
+	"github.com/floodgate-go/floodgate/internal/natstest"
+	"github.com/floodgate-go/floodgate/middleware"
+)
+
+// TestGuardDivertsAndDrains wires a guard on an embedded JetStream server:
+// a message rejected by the open breaker is diverted to the retry queue,
+// and once the breaker closes the drainer delivers it through the same
+// guarded handler.
+func TestGuardDivertsAndDrains(t *testing.T) {
+	nc, err := exampleutil.StartNATS("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if !nc.Embedded() {
+		t.Fatal("no URL given, but not embedded")
+	}
+	b, err := breaker.New(breaker.Config{Name: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop()
+	var delivered atomic.Int64
+	var transitions atomic.Int64
+	var events atomic.Int64
+	g, err := exampleutil.NewGuard(context.Background(), exampleutil.GuardConfig{
+		NATS:            nc,
+		Breaker:         b,
+		RetryTopic:      "retry_guard_test",
+		DeadLetterTopic: "dead_guard_test",
+		Deliver: func(*message.Message) ([]*message.Message, error) {
+			delivered.Add(1)
+			return nil, nil
+		},
+		OnEvent:      func(middleware.Event) { events.Add(1) },
+		OnTransition: func(breaker.Transition) { transitions.Add(1) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+
+	b.ForceOpen()
+	if _, err := g.Handler(message.NewMessage("m-1", []byte("x"))); err != nil {
+		t.Fatal(err)
+	}
+	c := g.Counters
+	if c.Diverted.Load() != 1 || c.Admitted.Load() != 0 || delivered.Load() != 0 || c.Trips.Load() != 1 {
+		t.Fatalf("diverted %d, admitted %d, delivered %d, trips %d; want 1, 0, 0, 1",
+			c.Diverted.Load(), c.Admitted.Load(), delivered.Load(), c.Trips.Load())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- g.Drainer.Run(ctx) }()
+	natstest.Eventually(t, 10*time.Second, func() bool { return g.Backlog(ctx) == 1 }, "backlog never reached 1")
+	b.ForceClose()
+	natstest.Eventually(t, 10*time.Second, func() bool { return delivered.Load() == 1 && g.Backlog(ctx) == 0 },
+		"drain did not deliver: delivered %d", delivered.Load())
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if c.Delivered.Load() != 1 || events.Load() != 2 || transitions.Load() != 2 {
+		t.Errorf("delivered %d, events %d, transitions %d; want 1, 2, 2", c.Delivered.Load(), events.Load(), transitions.Load())
+	}
+}
+
+// TestCloseDeletesStreamsOnExternalServer: a run on an external server
+// leaves it as it found it.
+func TestCloseDeletesStreamsOnExternalServer(t *testing.T) {
+	srv := natstest.Server(t)
+	nc, err := exampleutil.StartNATS(srv.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc.Embedded() {
+		t.Fatal("URL given, but embedded")
+	}
+	ctx := context.Background()
+	if err := nc.EnsureStreams(ctx, "src_close_test"); err != nil {
+		t.Fatal(err)
+	}
+	b, err := breaker.New(breaker.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop()
+	g, err := exampleutil.NewGuard(ctx, exampleutil.GuardConfig{NATS: nc, Breaker: b,
+		RetryTopic: "retry_close_test", DeadLetterTopic: "dead_close_test",
+		Deliver: func(*message.Message) ([]*message.Message, error) { return nil, nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	nc.Close()
+	nc.Close() // harmless
+
+	js := natstest.JetStream(t, natstest.Conn(t, srv.ClientURL()))
+	for _, s := range []string{"src_close_test", "retry_close_test", "dead_close_test"} {
+		if _, err := js.Stream(ctx, s); !errors.Is(err, jetstream.ErrStreamNotFound) {
+			t.Errorf("stream %s after Close: %v, want not found", s, err)
+		}
+	}
+}
+
+func TestNewGuardRequiresFields(t *testing.T) {
+	_, err := exampleutil.NewGuard(context.Background(), exampleutil.GuardConfig{})
+	if !errors.Is(err, exampleutil.ErrInvalidConfig) || !strings.Contains(err.Error(), "GuardConfig.NATS") {
+		t.Errorf("no NATS: %v", err)
+	}
+	nc := &exampleutil.NATS{}
+	for _, tc := range []struct {
+		cfg  exampleutil.GuardConfig
+		want string
+	}{
+		{exampleutil.GuardConfig{NATS: nc}, "GuardConfig.Breaker"},
+		{exampleutil.GuardConfig{NATS: nc, Breaker: &breaker.Breaker{}}, "GuardConfig.Deliver"},
+	} {
+		if err := tc.cfg.Validate(); !errors.Is(err, exampleutil.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate() = %v, want one naming %s", err, tc.want)
+		}
+	}
+}
+
+func TestStartNATSBadURL(t *testing.T) {
+	_, err := exampleutil.StartNATS("nats://127.0.0.1:1")
+	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
+		t.Errorf("err = %v, want one naming the URL", err)
+	}
+}
+
+func TestCounters(t *testing.T) {
+	var c exampleutil.Counters
+	for _, ev := range []middleware.Event{
+		{UUID: "a", Action: middleware.Delivered, Admitted: true},
+		{UUID: "b", Action: middleware.Diverted, Admitted: true, Probe: true},
+		{UUID: "c", Action: middleware.Diverted},
+		{UUID: "d", Action: middleware.DeadLettered, Admitted: true},
+		{UUID: "e", Action: middleware.Nacked},
+	} {
+		c.OnEvent(ev)
+	}
+	c.OnTransition(breaker.Transition{From: breaker.StateClosed, To: breaker.StateOpen})
+	c.OnTransition(breaker.Transition{From: breaker.StateOpen, To: breaker.StateHalfOpen})
+	c.OnTransition(breaker.Transition{From: breaker.StateHalfOpen, To: breaker.StateOpen})
+	got := []int64{c.Admitted.Load(), c.Probes.Load(), c.Delivered.Load(), c.Diverted.Load(), c.DeadLettered.Load(), c.Nacked.Load(), c.Trips.Load()}
+	want := []int64{3, 1, 1, 2, 1, 1, 2}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("admitted, probes, delivered, diverted, dead, nacked, trips = %v, want %v", got, want)
+		}
+	}
+	if !c.Dead("d") || c.Dead("a") {
+		t.Error("Dead: want d only")
+	}
+}
+
+func TestSummaryAccount(t *testing.T) {
+	received := map[string]int{"a": 1, "b": 3, "d": 0}
+	var s exampleutil.Summary
+	s.Lost = 99 // recomputed
+	s.Account([]string{"a", "b", "c", "d"}, func(id string) int { return received[id] }, func(id string) bool { return id == "c" })
+	if s.Produced != 4 || s.DeliveredUnique != 2 || s.Duplicates != 2 || s.Lost != 1 {
+		t.Errorf("produced %d, delivered %d, duplicates %d, lost %d; want 4, 2, 2, 1", s.Produced, s.DeliveredUnique, s.Duplicates, s.Lost)
+	}
+	s.Elapsed(time.Now().Add(-1540 * time.Millisecond))
+	if s.ElapsedS != 1.5 {
+		t.Errorf("elapsed %v, want 1.5", s.ElapsedS)
+	}
+	path := filepath.Join(t.TempDir(), "s.json")
+	if err := exampleutil.WriteJSON(path, struct {
+		exampleutil.Summary
+		Extra int `json:"extra"`
+	}{s, 7}); err != nil {
+		t.Fatal(err)
+	}
+	if err := exampleutil.WriteJSON(filepath.Join(t.TempDir(), "no", "such", "dir.json"), s); err == nil {
+		t.Error("write into a missing folder: no error")
+	}
+}
+
+func TestFlagCheck(t *testing.T) {
+	var c exampleutil.FlagCheck
+	c.Duration("ok", time.Second, 0, time.Minute, true)
+	c.Float("fine", 1, 0, 2, true, "")
+	c.Int("good", 3, 1, 3)
+	if err := c.Err(); err != nil {
+		t.Fatalf("in range: %v", err)
+	}
+	c.Duration("produce-for", 0, 0, time.Minute, true)
+	c.Float("rate", -5, 0, 5000, true, "messages/s")
+	c.Int("vehicles", 0, 1, 16)
+	c.Failf("-a and -b conflict")
+	msg := c.Err().Error()
+	for _, want := range []string{
+		"-produce-for must be in (0s, 1m0s], got 0s",
+		"-rate must be in (0, 5000] messages/s, got -5",
+		"-vehicles must be in [1, 16], got 0",
+		"-a and -b conflict",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("errors %q lack %q", msg, want)
+		}
+	}
+}

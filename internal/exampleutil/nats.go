@@ -1,0 +1,120 @@
+package exampleutil
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/floodgate-go/floodgate/internal/jsq"
+	"github.com/floodgate-go/floodgate/internal/natsserver"
+	"github.com/floodgate-go/floodgate/retryqueue"
+)
+
+// NATS is the JetStream an example runs on. Create it with [StartNATS] and
+// release it with [NATS.Close]. Its methods are safe for concurrent use.
+type NATS struct {
+	// URL is the server's client URL: the external one given to StartNATS,
+	// or the embedded server's loopback address.
+	URL string
+	// Conn is a connection to URL, closed by Close.
+	Conn *nats.Conn
+	// JetStream is the JetStream context on Conn.
+	JetStream jetstream.JetStream
+	// Publisher publishes on Conn and returns only after JetStream confirmed
+	// the publish (a PubAck), as the retry queue requires.
+	Publisher *jsq.Publisher
+
+	srv *natsserver.Server // nil when external
+
+	mu      sync.Mutex
+	streams []string // provisioned, deleted by Close on an external server
+}
+
+// StartNATS connects to the NATS server at url, or, when url is empty,
+// starts an embedded JetStream server on a random loopback port with its
+// store in a new temporary folder (removed by Close). The error names the
+// URL it could not connect to.
+func StartNATS(url string) (*NATS, error) {
+	n := &NATS{URL: url}
+	if url == "" {
+		srv, err := natsserver.Start(natsserver.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("start embedded NATS: %w", err)
+		}
+		n.srv, n.URL = srv, srv.ClientURL()
+	}
+	var err error
+	if n.Conn, err = jsq.Connect(n.URL); err != nil {
+		n.Close()
+		return nil, fmt.Errorf("connect to NATS at %s: %w", n.URL, err)
+	}
+	if n.JetStream, err = jetstream.New(n.Conn); err != nil {
+		n.Close()
+		return nil, err
+	}
+	if n.Publisher, err = jsq.NewPublisher(jsq.PublisherConfig{Conn: n.Conn}); err != nil {
+		n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// Embedded reports whether n runs its own server.
+func (n *NATS) Embedded() bool { return n.srv != nil }
+
+// EnsureStreams creates the stream of each topic ([jsq.StreamConfig]) if it
+// is missing, and remembers it for Close.
+func (n *NATS) EnsureStreams(ctx context.Context, topics ...string) error {
+	for _, t := range topics {
+		if _, err := jsq.EnsureStream(ctx, n.JetStream, t); err != nil {
+			return fmt.Errorf("provision stream %s: %w", t, err)
+		}
+		n.track(t)
+	}
+	return nil
+}
+
+// ProvisionQueue creates the retry and dead-letter streams of cfg
+// ([retryqueue.Provision]) and remembers them for Close.
+func (n *NATS) ProvisionQueue(ctx context.Context, cfg retryqueue.Config) error {
+	if err := retryqueue.Provision(ctx, n.JetStream, cfg); err != nil {
+		return fmt.Errorf("provision retry streams: %w", err)
+	}
+	n.track(cfg.RetryTopic, cfg.DeadLetterTopic)
+	return nil
+}
+
+func (n *NATS) track(streams ...string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.streams = append(n.streams, streams...)
+}
+
+// Close deletes the streams it provisioned when the server is external,
+// closes the publisher and the connection, and shuts an embedded server
+// down, removing its store. It is safe to call more than once.
+func (n *NATS) Close() {
+	n.mu.Lock()
+	streams := n.streams
+	n.streams = nil
+	n.mu.Unlock()
+	if n.srv == nil && n.JetStream != nil {
+		for _, s := range streams {
+			if s != "" {
+				_ = n.JetStream.DeleteStream(context.Background(), s)
+			}
+		}
+	}
+	if n.Publisher != nil {
+		_ = n.Publisher.Close()
+	}
+	if n.Conn != nil {
+		n.Conn.Close()
+	}
+	if n.srv != nil {
+		n.srv.Shutdown()
+	}
+}
