@@ -28,13 +28,23 @@ const (
 	// reopens. It closes when the last step (100 %) passes.
 	HalfOpenRamp
 	// HalfOpenAdaptive first runs the capped probes, then lets the admitted
-	// share follow the measured failures and latency, AIMD-like: it backs off
-	// multiplicatively (to no more than the measured goodput) when failures or
-	// slow calls appear, regains the last good share quickly and then probes
-	// beyond it with growing steps while calls stay clean. It reopens only if
-	// failures persist at [Config.AdaptiveMinShare]; it closes after one clean
-	// interval at 100 %. Failures (timeouts, drops) are loss signals and never
-	// latency samples.
+	// share follow the measured failures and latency, in the manner of TCP
+	// congestion control (slow start, CUBIC's memory of the loss level):
+	// from [Config.AdaptiveMinShare] the share doubles every clean
+	// [Config.AdaptiveInterval]. A loss (failures above
+	// [Config.AdaptiveTolerance], or a latency rise) records the goodput share
+	// measured there as the loss level and backs off to
+	// [Config.AdaptiveBackoff] times it, a level the dependency serves
+	// cleanly; after [Config.AdaptiveHold] clean intervals it probes for one
+	// interval at the loss level plus [Config.AdaptiveIncrease]. A failure
+	// there backs off again at once (one failure confirms a known level); a
+	// clean probe means the capacity has grown, and the share doubles every
+	// clean interval, or, from twice the loss level up to 100 %, as soon as
+	// [Config.MinimumCalls] outcomes are clean, so full traffic follows
+	// within about two intervals of the capacity's return. It reopens only
+	// if failures persist at the minimum share; it closes after one clean
+	// interval at 100 %. Failures (timeouts, drops) are loss signals and
+	// never latency samples.
 	HalfOpenAdaptive
 )
 
@@ -78,6 +88,7 @@ const (
 	DefaultAdaptiveMinShare     = 0.1                    // Config.AdaptiveMinShare
 	DefaultAdaptiveInterval     = 500 * time.Millisecond // Config.AdaptiveInterval
 	DefaultAdaptiveIncrease     = 0.05                   // Config.AdaptiveIncrease, share
+	DefaultAdaptiveHold         = 2                      // Config.AdaptiveHold, intervals
 	DefaultAdaptiveBackoff      = 0.5                    // Config.AdaptiveBackoff, factor
 	DefaultAdaptiveTolerance    = 0.05                   // Config.AdaptiveTolerance, loss rate
 	DefaultAdaptiveLatencyRatio = 2.0                    // Config.AdaptiveLatencyRatio
@@ -87,6 +98,7 @@ const (
 	maxWindowBuckets = 1000
 	maxProbes        = 1 << 16
 	maxRampSteps     = 100
+	maxAdaptiveHold  = 1000
 )
 
 // DefaultRampSteps returns the default ramp: 10 %, 25 %, 50 %, 100 %.
@@ -238,24 +250,33 @@ type Config struct {
 	// calls admitted at this share. Default 0.1; range (0,1).
 	AdaptiveMinShare float64
 
-	// AdaptiveInterval is optional (adaptive policy): how often a clean
-	// interval raises the share. Default 500ms; range > 0.
+	// AdaptiveInterval is optional (adaptive policy): how long the share is
+	// judged before it changes; a clean interval doubles it while searching.
+	// Default 500ms; range > 0.
 	AdaptiveInterval time.Duration
 
-	// AdaptiveIncrease is optional (adaptive policy): the first additive step
-	// above the last good share; consecutive clean intervals double it.
-	// Default 0.05; range (0,1].
+	// AdaptiveIncrease is optional (adaptive policy): how far above the last
+	// loss level a probe goes. Default 0.05; range (0,1].
 	AdaptiveIncrease float64
 
+	// AdaptiveHold is optional (adaptive policy): the clean intervals the
+	// share holds at its backed-off level after a loss before it probes
+	// above the loss level; it bounds the failures a dependency that stays
+	// at a reduced capacity sees (one per probe) and how long after the
+	// capacity returns the share starts to grow. Default 2; range [1, 1000].
+	AdaptiveHold int
+
 	// AdaptiveBackoff is optional (adaptive policy): the multiplicative
-	// decrease on a loss. Default 0.5; range (0,1).
+	// decrease on a loss, applied to the goodput share measured at the loss.
+	// Default 0.5; range (0,1).
 	AdaptiveBackoff float64
 
 	// AdaptiveTolerance is optional (adaptive policy): the loss rate, among
 	// the calls admitted since the last change of share, tolerated without
-	// backing off (judged from the second loss on), so sporadic errors do not
-	// hold the share down; an interval is clean when its loss rate is within
-	// it. Default 0.05; range [0,1).
+	// backing off (judged from the second loss on; above the last loss level
+	// one failure is a loss), so sporadic errors do not hold the share down;
+	// an interval is clean when its loss rate is within it. Default 0.05;
+	// range [0,1).
 	AdaptiveTolerance float64
 
 	// AdaptiveLatencyRatio is optional (adaptive policy): when the mean
@@ -380,6 +401,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.AdaptiveIncrease == 0 {
 		c.AdaptiveIncrease = DefaultAdaptiveIncrease
+	}
+	if c.AdaptiveHold == 0 {
+		c.AdaptiveHold = DefaultAdaptiveHold
 	}
 	if c.AdaptiveBackoff == 0 {
 		c.AdaptiveBackoff = DefaultAdaptiveBackoff
@@ -511,6 +535,9 @@ func (c *Config) validate() error {
 	}
 	if badRate(c.AdaptiveIncrease) || c.AdaptiveIncrease <= 0 || c.AdaptiveIncrease > 1 {
 		return invalid("AdaptiveIncrease", c.AdaptiveIncrease, "(0,1]")
+	}
+	if c.AdaptiveHold < 1 || c.AdaptiveHold > maxAdaptiveHold {
+		return invalid("AdaptiveHold", c.AdaptiveHold, fmt.Sprintf("[1, %d] intervals", maxAdaptiveHold))
 	}
 	if badRate(c.AdaptiveBackoff) || c.AdaptiveBackoff <= 0 || c.AdaptiveBackoff >= 1 {
 		return invalid("AdaptiveBackoff", c.AdaptiveBackoff, "(0,1)")

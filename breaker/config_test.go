@@ -144,6 +144,8 @@ func TestValidate(t *testing.T) {
 		{"AdaptiveMinShare", func(c *breaker.Config) { c.AdaptiveMinShare = 1 }},
 		{"AdaptiveInterval", func(c *breaker.Config) { c.AdaptiveInterval = -1 }},
 		{"AdaptiveIncrease", func(c *breaker.Config) { c.AdaptiveIncrease = 2 }},
+		{"AdaptiveHold", func(c *breaker.Config) { c.AdaptiveHold = -1 }},
+		{"AdaptiveHold", func(c *breaker.Config) { c.AdaptiveHold = 1001 }},
 		{"AdaptiveBackoff", func(c *breaker.Config) { c.AdaptiveBackoff = 1 }},
 		{"AdaptiveTolerance", func(c *breaker.Config) { c.AdaptiveTolerance = 1 }},
 		{"AdaptiveLatencyRatio", func(c *breaker.Config) { c.AdaptiveLatencyRatio = 0.5 }},

@@ -38,8 +38,9 @@ type halfOpen struct {
 	aepoch     uint32 // grows on every change of share
 	epochCalls int    // outcomes of calls admitted at the current share
 	epochFails int
-	ceiling    float64 // last measured goodput share, 0 = unknown
-	k          int     // clean intervals in a row above the ceiling
+	aphase     adaptPhase
+	wmax       float64 // goodput share at the last loss, 0 = no loss yet
+	held       int     // clean intervals held since the last loss
 	latSum     time.Duration
 	latN       int
 	longLat    float64
@@ -160,6 +161,7 @@ func (b *Breaker) probesPassedLocked(now int64) {
 		h.stage = stageAdaptive
 		h.share = b.cfg.AdaptiveMinShare
 		h.credit = 0
+		h.aphase, h.wmax, h.held = adaptSearch, 0, 0
 		h.aepoch++
 		h.stepStart = now
 		h.calls, h.fails, h.slows = 0, 0, 0
@@ -258,15 +260,37 @@ func (b *Breaker) halfOpenDeadlineLocked() int64 {
 
 // ---- adaptive ----
 
+// adaptPhase is the phase of the adaptive policy (see [HalfOpenAdaptive]).
+type adaptPhase uint8
+
+const (
+	// adaptSearch: the share doubles every clean interval, from the minimum
+	// share or after a clean probe (capacity has grown).
+	adaptSearch adaptPhase = iota
+	// adaptHold: after a loss, the share holds at AdaptiveBackoff × the
+	// goodput measured at the loss for AdaptiveHold clean intervals.
+	adaptHold
+	// adaptProbe: one interval just above the last loss level.
+	adaptProbe
+)
+
+// adaptiveGrowth is the factor by which a clean interval multiplies the
+// share while searching: TCP slow start's doubling.
+const adaptiveGrowth = 2
+
 const shareEpsilon = 1e-9
 
 func (b *Breaker) atMinShare() bool { return b.ho.share <= b.cfg.AdaptiveMinShare+shareEpsilon }
 
-// adaptiveOutcomeLocked: a loss rate among the calls admitted at the current
-// share (from the second failure on) above the tolerance backs off at once (one decrease per share, like
-// TCP's one reduction per window, so the in-flight consequences of an
-// earlier share do not cut it again). At the minimum share, failures that
-// persist reopen the breaker.
+// adaptiveOutcomeLocked judges one outcome. Only the calls admitted at the
+// current share count (one decrease per share, like TCP's one reduction per
+// window: the in-flight consequences of an earlier share do not cut it
+// again). Above the last loss level (probing, or searching after a clean
+// probe) one failure is a loss: it confirms a capacity already measured.
+// Elsewhere a loss needs evidence of a rate: two failures or more, and a
+// failure rate above AdaptiveTolerance, so sporadic errors do not hold the
+// share down. At the minimum share, failures that persist reopen the
+// breaker.
 func (b *Breaker) adaptiveOutcomeLocked(now int64, e entry, good, slow bool, lat time.Duration) {
 	c := &b.cfg
 	h := &b.ho
@@ -295,23 +319,46 @@ func (b *Breaker) adaptiveOutcomeLocked(now int64, e entry, good, slow bool, lat
 		}
 		return
 	}
-	if !good && h.epochFails >= 2 { // one failure alone is no evidence of a rate
-		if loss := float64(h.epochFails) / float64(h.epochCalls); loss > c.AdaptiveTolerance {
-			b.adaptiveDecreaseLocked(now, loss)
+	if good {
+		// Far above the last loss level (at least twice it, after a clean
+		// probe), MinimumCalls clean outcomes are evidence enough to double
+		// again: an overload that large shows at once, unless a burst
+		// allowance absorbs it, and then the failures that follow back off
+		// at the first one. So the share reaches 100 % sooner once capacity
+		// returns. Closing still takes a whole clean interval at 100 %.
+		if h.aphase == adaptSearch && h.wmax > 0 && h.share >= adaptiveGrowth*h.wmax-shareEpsilon &&
+			h.share < 1-shareEpsilon && h.epochFails == 0 && h.epochCalls >= c.MinimumCalls {
+			b.adaptiveIntervalLocked(now)
 		}
+		return
+	}
+	loss := float64(h.epochFails) / float64(h.epochCalls)
+	aboveLoss := h.wmax > 0 && h.share > h.wmax+shareEpsilon
+	if aboveLoss || (h.epochFails >= 2 && loss > c.AdaptiveTolerance) {
+		b.adaptiveLossLocked(now, loss)
 	}
 }
 
-// adaptiveDecreaseLocked backs off: to share×AdaptiveBackoff, and no higher
-// than the goodput just measured (share × (1-loss)), which becomes the
-// ceiling the share regains quickly and then probes beyond carefully.
-func (b *Breaker) adaptiveDecreaseLocked(now int64, loss float64) {
+// adaptiveLossLocked backs off after a loss (or a latency rise, with loss
+// 0). The loss level becomes the goodput just measured, share × (1-loss):
+// while searching, no lower than the share before the last doubling, which
+// was served cleanly; while probing, the level probed above, which the
+// failure confirmed. The share holds at AdaptiveBackoff times it, a level
+// the dependency served without loss.
+func (b *Breaker) adaptiveLossLocked(now int64, loss float64) {
 	c := &b.cfg
 	h := &b.ho
 	good := h.share * (1 - loss)
-	h.ceiling = max(good, c.AdaptiveMinShare)
-	h.setShare(max(c.AdaptiveMinShare, min(h.share*c.AdaptiveBackoff, good)))
-	h.k = 0
+	switch h.aphase {
+	case adaptSearch:
+		good = max(good, h.share/adaptiveGrowth)
+	case adaptProbe:
+		good = h.wmax
+	}
+	h.wmax = max(good, c.AdaptiveMinShare)
+	h.aphase = adaptHold
+	h.held = 0
+	h.setShare(max(c.AdaptiveMinShare, h.wmax*c.AdaptiveBackoff))
 	h.stepStart = now
 	h.calls, h.fails, h.slows, h.latSum, h.latN = 0, 0, 0, 0, 0
 }
@@ -323,11 +370,16 @@ func (h *halfOpen) setShare(s float64) {
 	h.minCalls, h.minFails = 0, 0
 }
 
-// adaptiveIntervalLocked ends an interval. A clean one (calls seen, losses
-// within tolerance, latency within AdaptiveLatencyRatio of its long-run mean)
-// raises the share: halfway back to the ceiling (at least
-// AdaptiveIncrease) while below it, then by AdaptiveIncrease doubling with
-// every clean interval above it. A clean interval at 100 % closes.
+// adaptiveIntervalLocked ends an interval. An interval is clean when it saw
+// calls, its failure rate is within AdaptiveTolerance and the mean latency
+// of its successes is within AdaptiveLatencyRatio of their long-run mean (a
+// rise backs off as a loss does). A clean interval at 100 % closes.
+// Otherwise a clean interval doubles the share while searching; while
+// holding, the AdaptiveHold-th clean one moves the share to the last loss
+// level plus AdaptiveIncrease (a probe); a clean probe means the capacity
+// has grown, and the search resumes from there, doubling (at twice the loss
+// level and more, an interval also ends after MinimumCalls clean outcomes:
+// see adaptiveOutcomeLocked).
 func (b *Breaker) adaptiveIntervalLocked(now int64) {
 	c := &b.cfg
 	h := &b.ho
@@ -345,7 +397,7 @@ func (b *Breaker) adaptiveIntervalLocked(now int64) {
 		if clean && slow && !b.atMinShare() {
 			// Latency is a congestion signal, not an error: at the minimum
 			// share it neither holds the share down nor reopens.
-			b.adaptiveDecreaseLocked(now, 0)
+			b.adaptiveLossLocked(now, 0)
 			return
 		}
 	}
@@ -354,12 +406,16 @@ func (b *Breaker) adaptiveIntervalLocked(now int64) {
 			b.closeLocked(now, "adaptive recovery: clean interval at 100%")
 			return
 		}
-		if h.ceiling > h.share+shareEpsilon {
-			h.k = 0
-			h.setShare(min(h.ceiling, h.share+max(c.AdaptiveIncrease, (h.ceiling-h.share)/2)))
-		} else {
-			h.k++
-			h.setShare(h.share + c.AdaptiveIncrease*math.Pow(2, float64(min(h.k-1, 20))))
+		switch h.aphase {
+		case adaptHold:
+			h.held++
+			if h.held >= c.AdaptiveHold {
+				h.aphase = adaptProbe
+				h.setShare(max(h.share, h.wmax+c.AdaptiveIncrease))
+			}
+		default: // searching, or a clean probe: the capacity has grown
+			h.aphase = adaptSearch
+			h.setShare(h.share * adaptiveGrowth)
 		}
 	}
 	h.stepStart = now

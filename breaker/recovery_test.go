@@ -177,51 +177,152 @@ func TestAdaptive(t *testing.T) {
 		c.AdaptiveMinShare = 0.1
 		c.AdaptiveIncrease = 0.05
 		c.AdaptiveBackoff = 0.5
+		c.AdaptiveHold = 2
 		c.MinimumCalls = 5
 	})
 	rec := &recorder{}
 	b.AddListener(rec.add)
 	passProbes(t, b, clk)
-	share := func() float64 { return b.SnapshotAt(clk.Now()).AdmittedShare }
+	share := func() float64 { return math.Round(b.SnapshotAt(clk.Now()).AdmittedShare*1000) / 1000 }
+	interval := func(fail func(i int) bool) float64 {
+		offer(t, b, clk, 100, fail)
+		clk.Advance(time.Second)
+		return share()
+	}
 	if got := share(); got != 0.1 {
 		t.Fatalf("starts at %v", got)
 	}
-	// clean intervals: additive increase, doubling above the (unknown) ceiling
+	// search: clean intervals double the share
 	var seen []float64
 	for range 3 {
-		offer(t, b, clk, 100, nil)
-		clk.Advance(time.Second)
-		seen = append(seen, math.Round(share()*100)/100)
+		seen = append(seen, interval(nil))
 	}
-	if want := []float64{0.15, 0.25, 0.45}; fmt.Sprint(seen) != fmt.Sprint(want) {
+	if want := []float64{0.2, 0.4, 0.8}; fmt.Sprint(seen) != fmt.Sprint(want) {
 		t.Fatalf("growth %v want %v", seen, want)
 	}
-	// a loss backs off at once, to no more than the measured goodput
-	for i := 0; share() == 0.45; i++ {
-		offer(t, b, clk, 1, func(int) bool { return i%2 == 1 }) // 50 % loss
+	// one failure alone is no evidence of a rate: the share stays
+	admit(t, b, clk, 1, true)
+	if got := share(); got != 0.8 {
+		t.Fatalf("after one failure: share %v want 0.8", got)
 	}
-	if got := share(); got != 0.225 {
-		t.Fatalf("after loss: share %v want 0.225", got)
+	// a second failure (2 of 6, above the tolerance) is a loss: the loss
+	// level is the goodput 0.8 × (1 - 2/6), the share backs off to half of it
+	admit(t, b, clk, 4, false)
+	admit(t, b, clk, 1, true)
+	if got := share(); got != 0.267 {
+		t.Fatalf("after the loss: share %v want 0.267 (0.5 × 0.533)", got)
 	}
-	// failures of calls admitted before the decrease do not cut it again
-	// (checked implicitly: one decrease per share); clean intervals regain
-	// the ceiling (goodput 0.45*(1-loss)) quickly
-	for range 2 {
-		offer(t, b, clk, 100, nil)
-		clk.Advance(time.Second)
+	// failures of calls admitted before the decrease would not cut it again
+	// (one decrease per share); it holds for AdaptiveHold clean intervals,
+	// then probes at the loss level + AdaptiveIncrease
+	if got := interval(nil); got != 0.267 {
+		t.Fatalf("holding: share %v want 0.267", got)
 	}
-	if got := share(); got < 0.225 || got > 0.45 {
-		t.Fatalf("regaining: %v", got)
+	if got := interval(nil); got != 0.583 {
+		t.Fatalf("probe: share %v want 0.583 (0.533 + 0.05)", got)
 	}
-	// clean all the way to 100 %, then one clean interval closes
-	for i := 0; i < 20 && b.StateAt(clk.Now()) == breaker.StateHalfOpen; i++ {
-		offer(t, b, clk, 100, nil)
-		clk.Advance(time.Second)
+	// one failure above the loss level confirms it: back to the hold level
+	admit(t, b, clk, 1, true)
+	if got := share(); got != 0.267 {
+		t.Fatalf("after a failed probe: share %v want 0.267", got)
+	}
+	// the capacity returns: hold, a clean probe, then doubling to 100 %,
+	// and one clean interval at 100 % closes
+	seen = nil
+	for i := 0; i < 10 && b.StateAt(clk.Now()) == breaker.StateHalfOpen; i++ {
+		seen = append(seen, interval(nil))
+	}
+	if want := []float64{0.267, 0.583, 1, 1}; fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Fatalf("recovery %v want %v", seen, want)
 	}
 	mustState(t, b, clk, breaker.StateClosed)
 	if last := rec.ts[len(rec.ts)-1]; !strings.Contains(last.Reason, "100%") {
 		t.Fatalf("close %+v", last)
 	}
+}
+
+// TestAdaptiveLossWhileHolding: failures at the hold level, below the loss
+// level, mean the capacity fell further; they need evidence of a rate.
+func TestAdaptiveLossWhileHolding(t *testing.T) {
+	b, clk := newTest(t, func(c *breaker.Config) {
+		c.HalfOpenPolicy = breaker.HalfOpenAdaptive
+		c.AdaptiveInterval = time.Second
+		c.MinimumCalls = 5
+	})
+	passProbes(t, b, clk)
+	for range 3 { // 0.1 -> 0.8
+		offer(t, b, clk, 100, nil)
+		clk.Advance(time.Second)
+	}
+	share := func() float64 { return math.Round(b.SnapshotAt(clk.Now()).AdmittedShare*1000) / 1000 }
+	admit(t, b, clk, 2, true) // 2 of 2: loss level max(0, 0.4) = 0.4
+	if got := share(); got != 0.2 {
+		t.Fatalf("after the loss: %v want 0.2", got)
+	}
+	admit(t, b, clk, 1, true) // one failure while holding: no evidence
+	if got := share(); got != 0.2 {
+		t.Fatalf("one failure while holding: %v want 0.2", got)
+	}
+	admit(t, b, clk, 1, true) // 2 of 2: the level falls to the goodput
+	if got := share(); got != 0.1 {
+		t.Fatalf("second loss: %v want the minimum 0.1", got)
+	}
+}
+
+// admit offers calls until n are admitted, each reported as a failure if
+// fail, else as a success.
+func admit(t *testing.T, b *breaker.Breaker, clk *breakertest.Clock, n int, fail bool) {
+	t.Helper()
+	for got := 0; got < n; {
+		got += offer(t, b, clk, 1, func(int) bool { return fail })
+	}
+}
+
+// TestAdaptiveFastFarAboveLoss: once a clean probe shows the capacity has
+// grown, a share at least twice the loss level ends its interval after
+// MinimumCalls clean outcomes, so full traffic follows within calls, not
+// intervals.
+func TestAdaptiveFastFarAboveLoss(t *testing.T) {
+	b, clk := newTest(t, func(c *breaker.Config) {
+		c.HalfOpenPolicy = breaker.HalfOpenAdaptive
+		c.AdaptiveInterval = time.Second
+		c.AdaptiveHold = 1
+		c.MinimumCalls = 5
+	})
+	passProbes(t, b, clk)
+	share := func() float64 { return math.Round(b.SnapshotAt(clk.Now()).AdmittedShare*1000) / 1000 }
+	offer(t, b, clk, 100, nil)
+	clk.Advance(time.Second) // 0.2
+	admit(t, b, clk, 2, true)
+	if got := share(); got != 0.1 {
+		t.Fatalf("after the loss: %v want 0.1 (loss level 0.1, the share before the doubling)", got)
+	}
+	offer(t, b, clk, 100, nil)
+	clk.Advance(time.Second) // held one clean interval: probe at 0.15
+	if got := share(); got != 0.15 {
+		t.Fatalf("probe: %v want 0.15", got)
+	}
+	offer(t, b, clk, 100, nil)
+	clk.Advance(time.Second) // a clean probe: 0.3, twice the loss level and more
+	if got := share(); got != 0.3 {
+		t.Fatalf("after the clean probe: %v want 0.3", got)
+	}
+	// no more clock: 5 clean outcomes at 0.3 -> 0.6, 5 more -> 1
+	var seen []float64
+	for i := 0; i < 2; i++ {
+		admit(t, b, clk, 5, false)
+		seen = append(seen, share())
+	}
+	if want := []float64{0.6, 1}; fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Fatalf("shares %v want %v", seen, want)
+	}
+	// closing takes a whole clean interval at 100 %: a burst allowance can
+	// serve a few calls beyond a capacity that has not returned
+	admit(t, b, clk, 20, false)
+	mustState(t, b, clk, breaker.StateHalfOpen)
+	offer(t, b, clk, 100, nil)
+	clk.Advance(time.Second)
+	mustState(t, b, clk, breaker.StateClosed)
 }
 
 func TestAdaptiveReopensOnlyAtMinimum(t *testing.T) {

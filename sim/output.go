@@ -50,6 +50,9 @@ func (s Scenario) Describe() string {
 		}
 	}
 	fmt.Fprintf(&b, "; recovery at %s", FormatDuration(s.RecoverAt))
+	if s.Backlog {
+		fmt.Fprintf(&b, "; retry backlog drained at %g calls/s once closed (eager: all at once)", s.DrainRate)
+	}
 	return b.String()
 }
 
@@ -60,12 +63,21 @@ func WriteTable(w io.Writer, sc Scenario, results []Result) error {
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "\terrors after\tre-trips after\ttime to\ttime to full\tmax probes\tprobes during\tprobe\t")
-	fmt.Fprintln(tw, "strategy\trecovery\trecovery\tclose (s)\ttraffic (s)\tin flight\toutage\tbursts\tdiverted")
+	if sc.Backlog {
+		fmt.Fprintln(tw, "\terrors after\tre-trips after\ttime to\ttime to full\tmax probes\tprobes during\tprobe\t\tbacklog\ttime to")
+		fmt.Fprintln(tw, "strategy\trecovery\trecovery\tclose (s)\ttraffic (s)\tin flight\toutage\tbursts\tdiverted\tpeak\tdrain (s)")
+	} else {
+		fmt.Fprintln(tw, "\terrors after\tre-trips after\ttime to\ttime to full\tmax probes\tprobes during\tprobe\t")
+		fmt.Fprintln(tw, "strategy\trecovery\trecovery\tclose (s)\ttraffic (s)\tin flight\toutage\tbursts\tdiverted")
+	}
 	for _, r := range results {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t%d\n", r.Strategy, r.ErrorsAfterRecovery,
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%d\t%d\t%d\t%d", r.Strategy, r.ErrorsAfterRecovery,
 			r.RetripsAfterRecovery, formatSeconds(r.TimeToClose), formatSeconds(r.TimeToFullTraffic),
 			r.MaxProbesInFlight, r.ProbesDuringOutage, r.ProbeBursts, r.Diverted)
+		if sc.Backlog {
+			fmt.Fprintf(tw, "\t%d\t%s", r.BacklogPeak, formatSeconds(r.TimeToDrain))
+		}
+		fmt.Fprintln(tw)
 	}
 	return tw.Flush()
 }
@@ -75,12 +87,21 @@ func WriteTable(w io.Writer, sc Scenario, results []Result) error {
 func WriteMarkdown(w io.Writer, sc Scenario, results []Result) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Scenario %s.\n\n", sc.Describe())
-	b.WriteString("| strategy | errors after recovery | re-trips after recovery | time to close (s) | time to full traffic (s) | max probes in flight | probes during outage | probe bursts | diverted |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| strategy | errors after recovery | re-trips after recovery | time to close (s) | time to full traffic (s) | max probes in flight | probes during outage | probe bursts | diverted |")
+	if sc.Backlog {
+		b.WriteString(" backlog peak | time to drain (s) |\n")
+		b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	} else {
+		b.WriteString("\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	}
 	for _, r := range results {
-		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %d | %d | %d | %d |\n", r.Strategy, r.ErrorsAfterRecovery,
+		fmt.Fprintf(&b, "| %s | %d | %d | %s | %s | %d | %d | %d | %d |", r.Strategy, r.ErrorsAfterRecovery,
 			r.RetripsAfterRecovery, formatSeconds(r.TimeToClose), formatSeconds(r.TimeToFullTraffic),
 			r.MaxProbesInFlight, r.ProbesDuringOutage, r.ProbeBursts, r.Diverted)
+		if sc.Backlog {
+			fmt.Fprintf(&b, " %d | %s |", r.BacklogPeak, formatSeconds(r.TimeToDrain))
+		}
+		b.WriteString("\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
@@ -118,6 +139,9 @@ type scenarioJSON struct {
 	OpenWindowS       float64     `json:"open_window_s"`
 	MaxOpenWindowS    float64     `json:"max_open_window_s"`
 	HealthCheck       bool        `json:"health_check"`
+	Capacity          float64     `json:"capacity"`
+	Backlog           bool        `json:"backlog"`
+	DrainRate         float64     `json:"drain_rate"`
 	Seed              uint64      `json:"seed"`
 	Phases            []phaseJSON `json:"phases"`
 }
@@ -141,6 +165,10 @@ type resultJSON struct {
 	Diverted             int         `json:"diverted"`
 	Offered              int         `json:"offered"`
 	Admitted             int         `json:"admitted"`
+	Redelivered          int         `json:"redelivered"`
+	BacklogPeak          int         `json:"backlog_peak"`
+	BacklogLeft          int         `json:"backlog_left"`
+	TimeToDrainS         *float64    `json:"time_to_drain_s"`
 	Series               *seriesJSON `json:"series,omitempty"`
 }
 
@@ -158,7 +186,8 @@ func latJSON(l Latency) latencyJSON {
 // result holds "strategy" and the metrics: errors_after_recovery,
 // retrips_after_recovery, time_to_close_s and time_to_full_traffic_s (null
 // for never), max_probes_in_flight, probes_during_outage, probe_bursts,
-// diverted, offered, admitted and, when withSeries is true, "series": the
+// diverted, offered, admitted, redelivered, backlog_peak, backlog_left,
+// time_to_drain_s (null for never) and, when withSeries is true, "series": the
 // per-100 ms state, admitted share and errors. Times are in seconds.
 func WriteJSON(w io.Writer, sc Scenario, results []Result, withSeries bool) error {
 	sc.setDefaults()
@@ -168,7 +197,8 @@ func WriteJSON(w io.Writer, sc Scenario, results []Result, withSeries bool) erro
 		SlowOutage: sc.SlowOutage, FragileS: secs(sc.Fragile), FragileCapacity: sc.FragileCapacity,
 		Overflow: sc.Overflow.String(), Healthy: latJSON(sc.Healthy), Slow: latJSON(sc.Slow),
 		SlowCallDurationS: secs(sc.SlowCallDuration), OpenWindowS: secs(sc.OpenWindow),
-		MaxOpenWindowS: secs(sc.MaxOpenWindow), HealthCheck: sc.HealthCheck, Seed: sc.Seed,
+		MaxOpenWindowS: secs(sc.MaxOpenWindow), HealthCheck: sc.HealthCheck,
+		Capacity: sc.Capacity, Backlog: sc.Backlog, DrainRate: sc.DrainRate, Seed: sc.Seed,
 	}}
 	for _, p := range sc.Phases() {
 		pj := phaseJSON{Name: p.Name, StartS: secs(p.Start), EndS: secs(p.End), Down: p.Down,
@@ -185,7 +215,8 @@ func WriteJSON(w io.Writer, sc Scenario, results []Result, withSeries bool) erro
 			RetripsAfterRecovery: r.RetripsAfterRecovery, TimeToCloseS: seconds(r.TimeToClose),
 			TimeToFullTrafficS: seconds(r.TimeToFullTraffic), MaxProbesInFlight: r.MaxProbesInFlight,
 			ProbesDuringOutage: r.ProbesDuringOutage, ProbeBursts: r.ProbeBursts, Diverted: r.Diverted,
-			Offered: r.Offered, Admitted: r.Admitted,
+			Offered: r.Offered, Admitted: r.Admitted, Redelivered: r.Redelivered,
+			BacklogPeak: r.BacklogPeak, BacklogLeft: r.BacklogLeft, TimeToDrainS: seconds(r.TimeToDrain),
 		}
 		if withSeries {
 			s := &r.Series

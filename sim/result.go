@@ -58,8 +58,25 @@ type Result struct {
 	Diverted int
 
 	// Offered and Admitted count the calls offered and admitted over the
-	// whole run.
+	// whole run (fresh arrivals; Redelivered counts the backlog's).
 	Offered, Admitted int
+
+	// Redelivered counts the backlog's calls admitted when the backlog was
+	// drained (with [Scenario.Backlog]; 0 without).
+	Redelivered int
+
+	// BacklogPeak is the largest number of calls waiting in the backlog
+	// (with [Scenario.Backlog]; 0 without).
+	BacklogPeak int
+
+	// BacklogLeft is the number of calls still waiting in the backlog at
+	// the end of the run.
+	BacklogLeft int
+
+	// TimeToDrain is the time from recovery until the backlog last became
+	// empty; 0 if it was empty from recovery on (always, without
+	// [Scenario.Backlog]); [Never] if calls are left at the end.
+	TimeToDrain time.Duration
 
 	// Transitions lists every transition of the breaker, in order.
 	Transitions []Transition

@@ -38,6 +38,8 @@ func breakerSeed(seed uint64) uint64 {
 // run in parallel, each on its own virtual clock; the results depend only on
 // sc (its Seed included), never on timing. The health check, when
 // [Scenario.HealthCheck] is set, is given to every strategy except eager.
+// With [Scenario.Backlog], eager releases the whole backlog at once on
+// every close; the others drain it at [Scenario.DrainRate].
 // It returns an error wrapping [ErrInvalidScenario] or [ErrUnknownStrategy].
 func Run(sc Scenario, names []string) ([]Result, error) {
 	sc.setDefaults()
@@ -61,7 +63,7 @@ func Run(sc Scenario, names []string) ([]Result, error) {
 			if names[i] == Eager {
 				s.HealthCheck = false
 			}
-			results[i], errs[i] = Simulate(s, names[i], cfgs[i])
+			results[i], errs[i] = simulate(s, names[i], cfgs[i], names[i] == Eager)
 		})
 	}
 	wg.Wait()
@@ -79,14 +81,23 @@ func Run(sc Scenario, names []string) ([]Result, error) {
 // each offered call; a rejected call is diverted; an admitted call reaches
 // the dependency, and its outcome (success or failure) and latency are
 // reported to the breaker when it completes, so calls overlap as they do in
-// production. It returns an error wrapping [ErrInvalidScenario] for an
-// invalid scenario, or the breaker's error for an invalid configuration.
+// production. With [Scenario.Backlog], diverted and failed calls join a
+// retry backlog that is offered again, at [Scenario.DrainRate], while the
+// breaker is closed. It returns an error wrapping [ErrInvalidScenario] for
+// an invalid scenario, or the breaker's error for an invalid configuration.
 func Simulate(sc Scenario, name string, cfg breaker.Config) (Result, error) {
+	return simulate(sc, name, cfg, false)
+}
+
+// simulate is [Simulate]; dump releases the backlog all at once on every
+// close instead of draining it at the scenario's rate.
+func simulate(sc Scenario, name string, cfg breaker.Config, dump bool) (Result, error) {
 	sc.setDefaults()
 	if err := sc.validate(); err != nil {
 		return Result{}, err
 	}
 	r := newRun(&sc, name)
+	r.dump = dump
 	cfg.Clock = r.eng
 	cfg.Seed = breakerSeed(sc.Seed)
 	if sc.HealthCheck && cfg.HealthCheck == nil {
@@ -129,6 +140,13 @@ type run struct {
 	reporting int64
 	inFlight  int // admissions of the current period in flight
 
+	// retry backlog (Scenario.Backlog)
+	dump     bool  // release it all at once on a close (eager)
+	backlog  int   // calls waiting
+	draining bool  // a drain tick is scheduled
+	drainGap int64 // ns between drained calls
+	emptyAt  int64 // when the backlog last became empty, -1 never
+
 	lastReject int64 // arrival time of the last rejected call, -1 none
 	fullFrom   int64 // first admitted arrival after lastReject, -1 none
 
@@ -149,6 +167,8 @@ func newRun(sc *Scenario, name string) *run {
 		lastReject:  -1,
 		fullFrom:    -1,
 		reporting:   -1,
+		emptyAt:     -1,
+		drainGap:    max(1, int64(math.Round(1e9/sc.DrainRate))),
 	}
 	r.dep = newDependency(sc, rand.New(rand.NewPCG(sc.Seed, streamLatency)))
 	r.res.Strategy = name
@@ -192,16 +212,32 @@ func (r *run) arrive() {
 	}
 	r.offered++
 	r.res.Offered++
+	r.offer(now, true)
+}
+
+// offer asks the breaker to admit one call at now: a fresh arrival, or a
+// call from the backlog. An admitted call reaches the dependency and its
+// outcome is reported when it completes. A rejected fresh call is diverted
+// (to the backlog, with Scenario.Backlog); a rejected backlog call is left
+// to the caller. It reports whether the call was admitted.
+func (r *run) offer(now int64, fresh bool) bool {
 	p, err := r.b.AllowAt(r.eng.time(now))
 	if err != nil {
-		r.res.Diverted++
-		r.lastReject, r.fullFrom = now, -1
-		return
+		if fresh {
+			r.res.Diverted++
+			r.lastReject, r.fullFrom = now, -1
+			r.enqueue()
+		}
+		return false
 	}
-	r.admitted++
-	r.res.Admitted++
-	if r.fullFrom < 0 {
-		r.fullFrom = now
+	if fresh {
+		r.admitted++
+		r.res.Admitted++
+		if r.fullFrom < 0 {
+			r.fullFrom = now
+		}
+	} else {
+		r.res.Redelivered++
 	}
 	probe, gen := p.IsProbe(), r.gen
 	if probe {
@@ -230,7 +266,60 @@ func (r *run) arrive() {
 		r.reporting = now
 		p.RecordAt(r.eng.time(r.eng.now), outcome, lat)
 		r.reporting = -1
+		if !ok {
+			r.enqueue() // nacked: the retry queue delivers it again
+		}
 	})
+	return true
+}
+
+// enqueue adds a call to the backlog, with Scenario.Backlog.
+func (r *run) enqueue() {
+	if !r.sc.Backlog {
+		return
+	}
+	r.backlog++
+	r.res.BacklogPeak = max(r.res.BacklogPeak, r.backlog)
+	r.kickDrain()
+}
+
+// kickDrain schedules a drain tick now, unless one is pending, the backlog
+// is empty or the breaker is not closed.
+func (r *run) kickDrain() {
+	if r.draining || r.backlog == 0 || r.state != breaker.StateClosed {
+		return
+	}
+	r.draining = true
+	r.eng.at(r.eng.now, r.drainTick)
+}
+
+// drainTick offers the backlog's next call (or, when dumping, all of it)
+// to the breaker, and schedules the next tick one DrainRate gap later. It
+// stops when the breaker rejects a call (it is no longer closed; the next
+// close resumes) or the backlog is empty.
+func (r *run) drainTick() {
+	r.draining = false
+	if r.backlog == 0 || r.state != breaker.StateClosed {
+		return
+	}
+	now := r.eng.now
+	n := 1
+	if r.dump {
+		n = r.backlog
+	}
+	for range n {
+		r.backlog--
+		if !r.offer(now, false) {
+			r.backlog++
+			return
+		}
+	}
+	if r.backlog == 0 {
+		r.emptyAt = now
+		return
+	}
+	r.draining = true
+	r.eng.at(now+r.drainGap, r.drainTick)
 }
 
 // sample closes the current point of the series. The state is the one the
@@ -262,6 +351,9 @@ func (r *run) sample() {
 func (r *run) onTransition(t breaker.Transition) {
 	at := int64(t.At.Sub(epoch))
 	r.state = t.To
+	if t.To == breaker.StateClosed {
+		r.kickDrain() // only schedules: the drain runs as its own event
+	}
 	r.gen++
 	r.inFlight = 0
 	r.res.Transitions = append(r.res.Transitions, Transition{At: time.Duration(at), From: t.From, To: t.To, Reason: t.Reason, Window: t.Window})
@@ -289,6 +381,13 @@ func (r *run) finish() {
 				res.TimeToClose = t.At - time.Duration(r.rec)
 			}
 		}
+	}
+	res.BacklogLeft = r.backlog
+	switch {
+	case r.backlog > 0:
+		res.TimeToDrain = Never
+	case r.emptyAt > r.rec:
+		res.TimeToDrain = time.Duration(r.emptyAt - r.rec)
 	}
 	switch {
 	case r.lastReject < 0:

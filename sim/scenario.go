@@ -49,7 +49,8 @@ const (
 	// with 503s does. Its latency is drawn from [Scenario.Healthy].
 	OverflowFail Overflow = iota
 	// OverflowSlow: the call succeeds, slowly, with a latency drawn from
-	// [Scenario.Slow], as a consumer with a cold cache does.
+	// [Scenario.Slow], as a consumer with a cold cache, or with a queue that
+	// builds beyond its capacity, does.
 	OverflowSlow
 )
 
@@ -140,9 +141,31 @@ type Scenario struct {
 	// (0, 100000].
 	FragileCapacity float64
 
-	// Overflow is optional: what happens to calls beyond FragileCapacity.
-	// Default [OverflowFail].
+	// Overflow is optional: what happens to calls beyond FragileCapacity, or
+	// beyond Capacity. Default [OverflowFail].
 	Overflow Overflow
+
+	// Capacity is optional: calls per second the healthy dependency serves
+	// normally (before the outage and after the fragile period); the excess
+	// fails or is slow, as Overflow says. Like FragileCapacity it is a token
+	// bucket with a burst of 100 ms of capacity. Default 0: unlimited; range
+	// [0, 100000].
+	Capacity float64
+
+	// Backlog is optional. When true, calls are not lost: a diverted call,
+	// and an admitted call that fails, join a retry backlog, which is
+	// offered to the breaker again while it is closed, at DrainRate, as
+	// floodgate's retry-queue drainer does. The eager strategy instead
+	// releases the whole backlog at once on every close (the geofence note's
+	// anti-pattern). When false (the probing-strategies note's fallback), a
+	// diverted call gets the fallback and is not retried. Default false.
+	Backlog bool
+
+	// DrainRate is optional (with Backlog): the calls per second at which
+	// the backlog is offered again while the breaker is closed, evenly
+	// spaced. Default 50 (the retry-queue drainer's default rate); range
+	// (0, 100000].
+	DrainRate float64
 
 	// Healthy is optional: the latency of a call served normally, and of a
 	// failing call. Default median 20ms, P99 100ms.
@@ -201,7 +224,14 @@ func (s *Scenario) setDefaults() {
 	if s.MaxOpenWindow == 0 {
 		s.MaxOpenWindow = max(30*time.Second, s.OpenWindow)
 	}
+	if s.DrainRate == 0 {
+		s.DrainRate = defaultDrainRate
+	}
 }
+
+// defaultDrainRate is [Scenario.DrainRate]'s default: the retry-queue
+// drainer's default rate, in calls per second.
+const defaultDrainRate = 50
 
 // WithDefaults returns s with its zero optional fields set to their
 // defaults.
@@ -246,6 +276,12 @@ func (s *Scenario) validate() error {
 	}
 	if s.FragileCapacity < 0 || s.FragileCapacity > maxRate || math.IsNaN(s.FragileCapacity) {
 		return invalid("FragileCapacity", s.FragileCapacity, fmt.Sprintf("(0, %d] calls/s", maxRate))
+	}
+	if !(s.Capacity >= 0 && s.Capacity <= maxRate) {
+		return invalid("Capacity", s.Capacity, fmt.Sprintf("[0, %d] calls/s (0: unlimited)", maxRate))
+	}
+	if !(s.DrainRate > 0 && s.DrainRate <= maxRate) {
+		return invalid("DrainRate", s.DrainRate, fmt.Sprintf("(0, %d] calls/s", maxRate))
 	}
 	if s.Overflow != OverflowFail && s.Overflow != OverflowSlow {
 		return invalid("Overflow", s.Overflow, "OverflowFail or OverflowSlow")
@@ -305,7 +341,7 @@ func (s Scenario) Phases() []Phase {
 		}
 	}
 	os, rec := s.OutageStart(), s.RecoverAt
-	add(Phase{Name: "healthy", Start: 0, End: os, Latency: s.Healthy})
+	add(Phase{Name: "healthy", Start: 0, End: os, Capacity: s.Capacity, Latency: s.Healthy, Overflow: s.Overflow})
 	if s.SlowOutage {
 		add(Phase{Name: "slow", Start: os, End: rec, Latency: s.Slow})
 	} else {
@@ -313,7 +349,8 @@ func (s Scenario) Phases() []Phase {
 	}
 	add(Phase{Name: "fragile", Start: rec, End: rec + s.Fragile, Capacity: s.FragileCapacity,
 		Latency: s.Healthy, Overflow: s.Overflow})
-	add(Phase{Name: "healthy", Start: rec + s.Fragile, End: s.Duration, Latency: s.Healthy})
+	add(Phase{Name: "healthy", Start: rec + s.Fragile, End: s.Duration, Capacity: s.Capacity,
+		Latency: s.Healthy, Overflow: s.Overflow})
 	return ps
 }
 
@@ -328,11 +365,14 @@ func PresetNames() []string { return []string{"fragile", "slow", "long-outage"} 
 //     down from 10s to 20s, then for 10s takes only 30 calls/s (the excess
 //     fails), then is fully healthy; 60s in all.
 //   - "slow" (geofence note): 100 calls/s to a consumer answering in 2ms
-//     (P99 5ms), whose latency is median 300ms, P99 900ms from 5s until
-//     t = 20s; then, its cache cold, it answers 30 calls/s fast for 10s and
-//     the excess slowly (the note's "dumps the full backlog onto a consumer
-//     whose cache is still cold"). Slow-call duration 50ms (the note's
-//     probe threshold); 80s in all.
+//     (P99 5ms), whose latency is median 300ms, P99 900ms from 15s until
+//     t = 20s, then 2ms (P99 5ms) again. The consumer serves 200 calls/s
+//     normally and the excess slowly (a queue builds); calls are not lost:
+//     diverted ones wait in a retry backlog that is re-offered once closed,
+//     at 50 calls/s, or all at once by eager (the note's "dumps the full
+//     backlog" onto a consumer that cannot take it). The 5s slow spell puts
+//     the doubling windows at the note's 1s, 2s, 4s. Slow-call duration
+//     50ms (the note's probe threshold); 80s in all.
 //   - "long-outage" (EDI note): 10 calls/s to a partner that is down for 4h;
 //     first open window 30s, doubling up to 10m, so a fixed 30s window
 //     (eager) probes 480 times while the doubling one probes far fewer.
@@ -350,8 +390,8 @@ func Preset(name string) (Scenario, error) {
 	case "slow":
 		return Scenario{
 			Name: name, Rate: 100, Duration: 80 * time.Second,
-			RecoverAt: 20 * time.Second, Outage: 15 * time.Second, SlowOutage: true,
-			Fragile: 10 * time.Second, FragileCapacity: 30, Overflow: OverflowSlow,
+			RecoverAt: 20 * time.Second, Outage: 5 * time.Second, SlowOutage: true,
+			Capacity: 200, Overflow: OverflowSlow, Backlog: true, DrainRate: defaultDrainRate,
 			Healthy:          Latency{Median: 2 * time.Millisecond, P99: 5 * time.Millisecond},
 			Slow:             Latency{Median: 300 * time.Millisecond, P99: 900 * time.Millisecond},
 			SlowCallDuration: 50 * time.Millisecond,

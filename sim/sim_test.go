@@ -105,8 +105,21 @@ func TestAccounting(t *testing.T) {
 			if off != r.Offered || adm != r.Admitted {
 				t.Errorf("%s/%s: series sums offered %d admitted %d, totals %d %d", p, s, off, adm, r.Offered, r.Admitted)
 			}
-			if r.ErrorsAfterRecovery > r.Admitted || r.ProbeBursts == 0 {
-				t.Errorf("%s/%s: %d errors after recovery of %d admitted, %d bursts", p, s, r.ErrorsAfterRecovery, r.Admitted, r.ProbeBursts)
+			if r.ErrorsAfterRecovery > r.Admitted+r.Redelivered || r.ProbeBursts == 0 {
+				t.Errorf("%s/%s: %d errors after recovery of %d admitted and %d redelivered, %d bursts", p, s,
+					r.ErrorsAfterRecovery, r.Admitted, r.Redelivered, r.ProbeBursts)
+			}
+			switch {
+			case !sc.Backlog:
+				if r.Redelivered != 0 || r.BacklogPeak != 0 || r.BacklogLeft != 0 || r.TimeToDrain != 0 {
+					t.Errorf("%s/%s: no backlog, but %+v", p, s, r)
+				}
+			case sc.SlowOutage && sc.Overflow == sim.OverflowSlow:
+				// no call fails, so only diverted calls join the backlog:
+				// nothing is lost
+				if r.Diverted != r.Redelivered+r.BacklogLeft {
+					t.Errorf("%s/%s: %d diverted != %d redelivered + %d left", p, s, r.Diverted, r.Redelivered, r.BacklogLeft)
+				}
 			}
 			if last := ser.State[ser.Len()-1]; (last == breaker.StateClosed) != (r.TimeToClose != sim.Never) {
 				t.Errorf("%s/%s: final state %v but time to close %v", p, s, last, r.TimeToClose)
@@ -189,6 +202,9 @@ func TestValidate(t *testing.T) {
 		{"Outage", func(s *sim.Scenario) { s.Outage = 31 * time.Second }},
 		{"Fragile", func(s *sim.Scenario) { s.Fragile = 31 * time.Second }},
 		{"FragileCapacity", func(s *sim.Scenario) { s.Fragile = time.Second }},
+		{"Capacity", func(s *sim.Scenario) { s.Capacity = -1 }},
+		{"DrainRate", func(s *sim.Scenario) { s.DrainRate = -1 }},
+		{"DrainRate", func(s *sim.Scenario) { s.DrainRate = 1e6 }},
 		{"Healthy.P99", func(s *sim.Scenario) { s.Healthy = sim.Latency{Median: time.Second, P99: time.Millisecond} }},
 		{"Slow.Median", func(s *sim.Scenario) { s.Slow = sim.Latency{Median: -1, P99: time.Second} }},
 		{"MaxOpenWindow", func(s *sim.Scenario) { s.OpenWindow, s.MaxOpenWindow = time.Minute, time.Second }},
@@ -318,5 +334,28 @@ func TestFormatDuration(t *testing.T) {
 		if got := sim.FormatDuration(d); got != want {
 			t.Errorf("%v: %q, want %q", d, got, want)
 		}
+	}
+}
+
+// TestBacklog checks the retry backlog: with a consumer of unlimited
+// capacity, eager releases the whole backlog at the instant it closes and
+// stays closed, while capped-probes drains it one call every 1/DrainRate
+// from its close on; every diverted call is delivered in the end.
+func TestBacklog(t *testing.T) {
+	sc, _ := sim.Preset("slow")
+	sc.Capacity = 0 // unlimited: the burst does no harm
+	m := runAll(t, sc)
+	e, c := m[sim.Eager], m[sim.CappedProbes]
+	if e.RetripsAfterRecovery != 0 || e.TimeToDrain != e.TimeToClose || e.Redelivered != e.Diverted || e.BacklogLeft != 0 {
+		t.Errorf("eager: want the backlog released at its close: %s, drained %v, %d of %d redelivered",
+			summary(e), e.TimeToDrain, e.Redelivered, e.Diverted)
+	}
+	gap := time.Duration(float64(time.Second) / sc.DrainRate)
+	if want := c.TimeToClose + time.Duration(c.Redelivered-1)*gap; c.TimeToDrain != want || c.Redelivered != c.Diverted {
+		t.Errorf("capped-probes: drained %v after recovery, want %v (close %v + %d calls at %v/s); %d of %d redelivered",
+			c.TimeToDrain, want, c.TimeToClose, c.Redelivered, sc.DrainRate, c.Redelivered, c.Diverted)
+	}
+	if c.BacklogPeak != c.Diverted || c.Redelivered < 100 {
+		t.Errorf("capped-probes: backlog peak %d, diverted %d, redelivered %d", c.BacklogPeak, c.Diverted, c.Redelivered)
 	}
 }

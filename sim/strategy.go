@@ -12,7 +12,9 @@ import (
 const (
 	// Eager is the anti-pattern of the notes: a fixed, unjittered open window
 	// of [Scenario.OpenWindow], no probe cap (every call is admitted in
-	// half-open) and a close on the first good call.
+	// half-open) and a close on the first good call; with
+	// [Scenario.Backlog], [Run] releases the whole backlog at once on every
+	// close.
 	Eager = "eager"
 	// SingleProbe admits one probe in flight and closes on the first good one
 	// ([breaker.HalfOpenSingleProbe]).
@@ -27,7 +29,9 @@ const (
 	Ramp = "ramp"
 	// Adaptive admits one probe, then lets the admitted share follow the
 	// measured failures and latency ([breaker.HalfOpenAdaptive] with its
-	// defaults).
+	// defaults): doubling from 10 % every clean 500 ms, backing off to half
+	// the goodput at a loss, probing 5 % above that loss level every 1 s, and
+	// doubling again once a probe is clean.
 	Adaptive = "adaptive"
 )
 

@@ -117,18 +117,38 @@ var adaptiveSanity = []target{
 	}},
 }
 
-const adaptiveGap = "the adaptive policy probes above the fragile capacity to find it (each overshoot costs errors) " +
-	"and, once capacity returns, climbs from its ceiling by +5/+10/+20/+40 % per 500 ms interval"
+// adaptiveErrorsGap explains why the two error targets do not hold on the
+// fragile preset (seed 1: adaptive 4 errors; ramp 8, so <= 2 is needed;
+// single-probe 36, so <= 3). It is a lower bound, not a tuning problem: in
+// this model a fragile dependency gives no signal below its capacity (a call
+// within it succeeds at the healthy latency), so a policy learns the
+// capacity only by exceeding it, and learns that the capacity is back only
+// by exceeding the old level again. Adaptive's half-open period starts at
+// 25.29 s (the open-window ladder 1.19, 2.06, 3.66, 8.12 s), 4.7 s before
+// the capacity returns at 30 s. Finding the capacity costs 2 errors at
+// 26.55 s (the second failure is the evidence of a rate that keeps sporadic
+// errors from holding the share down). Each later re-test of the old level
+// costs 1 error while the capacity is still low; with the default hold
+// (AdaptiveHold 2 intervals) they come every ~1.25 s, two before 30 s: 4
+// errors, and full traffic at 30.68 s (10.68 s). Two errors or fewer needs
+// no re-test before 30 s, a re-test period >= 3.45 s, and full traffic by
+// single-probe's + 1 s (31.70 s) needs it <= ~4.4 s: a window fitted to this
+// run's phase. AdaptiveHold 8 (4 s) lands in it on seed 1 (2 errors,
+// 11.20 s) but not on seeds 2, 5, 6 (3-4 errors, 14.2-14.5 s): tuning to
+// the preset, not a better policy.
+const adaptiveErrorsGap = "a fragile dependency gives no signal below its capacity: finding it costs 2 errors and each " +
+	"re-test of the old level while it is still low costs 1; re-testing often enough to reach full traffic within " +
+	"single-probe's + 1 s on every phase puts 2 re-tests in the 3.4 s left of the fragile period: 4 errors on this run"
 
 // The targets for adaptive, measured on the fragile preset.
 var adaptiveTargets = []target{
-	{name: "adaptive errors <= 25% of ramp's", gap: adaptiveGap, ok: func(m map[string]sim.Result) bool {
+	{name: "adaptive errors <= 25% of ramp's", gap: adaptiveErrorsGap, ok: func(m map[string]sim.Result) bool {
 		return 4*m[sim.Adaptive].ErrorsAfterRecovery <= m[sim.Ramp].ErrorsAfterRecovery
 	}},
-	{name: "adaptive errors <= 10% of single-probe's", gap: adaptiveGap, ok: func(m map[string]sim.Result) bool {
+	{name: "adaptive errors <= 10% of single-probe's", gap: adaptiveErrorsGap, ok: func(m map[string]sim.Result) bool {
 		return 10*m[sim.Adaptive].ErrorsAfterRecovery <= m[sim.SingleProbe].ErrorsAfterRecovery
 	}},
-	{name: "adaptive full traffic <= single-probe's + 1s", gap: adaptiveGap, ok: func(m map[string]sim.Result) bool {
+	{name: "adaptive full traffic <= single-probe's + 1s", ok: func(m map[string]sim.Result) bool {
 		return full(m[sim.Adaptive]) <= full(m[sim.SingleProbe])+time.Second
 	}},
 }
@@ -165,50 +185,105 @@ func TestFragileOtherParameters(t *testing.T) {
 			m := runAll(t, sc)
 			checkTargets(t, m, rampVsSingle)
 			checkTargets(t, m, adaptiveSanity)
-			checkTargets(t, m, adaptiveTargets)
+			checkTargets(t, m, []target{adaptiveFollowsCapacity(sc)})
 		})
 	}
 }
 
-const slowGap = "with 2 ms calls a cap of 2 probes in flight does not limit the rate (up to 1000 calls/s), " +
-	"so capped probes that land in the cold phase overload the consumer like any close; the phase model's cold " +
-	"period does not depend on load, so no preset lets eager flap for seconds while capped-probes, probing " +
-	"~1.4 s after recovery, finds the consumer warm"
+// adaptiveFollowsCapacity: adaptive reaches full traffic within 3 s of the
+// capacity's return (a hold and a probe, 1.5 s with the defaults, then
+// doublings to 100 %), or of single-probe's full traffic when the fragile
+// period ended before the breaker left the open state.
+func adaptiveFollowsCapacity(sc sim.Scenario) target {
+	return target{name: "adaptive full traffic within 3s of capacity", ok: func(m map[string]sim.Result) bool {
+		return full(m[sim.Adaptive]) <= max(sc.Fragile, full(m[sim.SingleProbe]))+3*time.Second
+	}}
+}
+
+// TestAdaptiveGrid runs the fragile scenario on a grid of rates,
+// capacities (30 and 50 % of the load), fragile periods and outages, one
+// seed each, and asserts what the adaptive policy promises on every point:
+// no re-trip, fewer errors than single-probe, full traffic soon after the
+// capacity returns.
+func TestAdaptiveGrid(t *testing.T) {
+	seed := uint64(10)
+	for _, rate := range []float64{50, 100, 200} {
+		for _, frac := range []float64{0.3, 0.5} {
+			for _, fragile := range []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second} {
+				for _, outage := range []time.Duration{5 * time.Second, 10 * time.Second} {
+					seed++
+					sc := fragileVariant(rate, rate*frac, fragile, outage, sim.ArrivalsPoisson, seed)
+					t.Run(sc.Name, func(t *testing.T) {
+						t.Parallel()
+						m := runAll(t, sc)
+						checkTargets(t, m, []target{
+							adaptiveSanity[0],
+							{name: "adaptive errors <= single-probe's", ok: func(m map[string]sim.Result) bool {
+								return m[sim.Adaptive].ErrorsAfterRecovery <= m[sim.SingleProbe].ErrorsAfterRecovery
+							}},
+							adaptiveFollowsCapacity(sc),
+						})
+					})
+				}
+			}
+		}
+	}
+}
+
+// slowTargets are the geofence note's findings on the slow preset.
+var slowTargets = []target{
+	{name: "eager re-trips at least 3 times", ok: func(m map[string]sim.Result) bool {
+		return m[sim.Eager].RetripsAfterRecovery >= 3
+	}},
+	{name: "eager has many probes in flight, capped-probes at most 2", ok: func(m map[string]sim.Result) bool {
+		return m[sim.Eager].MaxProbesInFlight > 2 && m[sim.CappedProbes].MaxProbesInFlight <= 2
+	}},
+	{name: "capped-probes has far fewer errors than eager", ok: func(m map[string]sim.Result) bool {
+		return 10*m[sim.CappedProbes].ErrorsAfterRecovery < m[sim.Eager].ErrorsAfterRecovery
+	}},
+	{name: "capped-probes does not re-trip", ok: func(m map[string]sim.Result) bool {
+		return m[sim.CappedProbes].RetripsAfterRecovery == 0
+	}},
+	{name: "capped-probes closes within 5s", ok: func(m map[string]sim.Result) bool {
+		c := m[sim.CappedProbes].TimeToClose
+		return c != sim.Never && c <= 5*time.Second
+	}},
+	{name: "capped-probes drains the whole backlog", ok: func(m map[string]sim.Result) bool {
+		r := m[sim.CappedProbes]
+		return r.BacklogLeft == 0 && r.TimeToDrain != sim.Never && r.Redelivered == r.Diverted
+	}},
+}
 
 func TestSlowPresetTargets(t *testing.T) {
 	_, m := runPreset(t, "slow")
-	checkTargets(t, m, []target{
-		{name: "eager re-trips at least 3 times", ok: func(m map[string]sim.Result) bool {
-			return m[sim.Eager].RetripsAfterRecovery >= 3
-		}},
-		{name: "eager has many probes in flight, capped-probes at most 2", ok: func(m map[string]sim.Result) bool {
-			return m[sim.Eager].MaxProbesInFlight > 2 && m[sim.CappedProbes].MaxProbesInFlight <= 2
-		}},
-		{name: "capped-probes has far fewer errors than eager", ok: func(m map[string]sim.Result) bool {
-			return 10*m[sim.CappedProbes].ErrorsAfterRecovery < m[sim.Eager].ErrorsAfterRecovery
-		}},
-		{name: "capped-probes does not re-trip", gap: slowGap, ok: func(m map[string]sim.Result) bool {
-			return m[sim.CappedProbes].RetripsAfterRecovery == 0
-		}},
-		{name: "capped-probes closes within 5s", gap: slowGap, ok: func(m map[string]sim.Result) bool {
-			c := m[sim.CappedProbes].TimeToClose
-			return c != sim.Never && c <= 5*time.Second
-		}},
-	})
+	checkTargets(t, m, slowTargets)
 }
 
+// TestSlowOtherParameters runs the slow scenario with other loads,
+// capacities (1.5 to 3 times the load), drain rates, slow spells (3 to 7 s:
+// the doubling windows then end within a few seconds of the recovery; after
+// a longer spell capped-probes closes within one open window of it) and
+// seeds.
 func TestSlowOtherParameters(t *testing.T) {
-	sc, _ := sim.Preset("slow")
-	sc.Rate, sc.FragileCapacity, sc.Seed = 200, 60, 2
-	m := runAll(t, sc)
-	checkTargets(t, m, []target{
-		{name: "eager re-trips at least 3 times", ok: func(m map[string]sim.Result) bool {
-			return m[sim.Eager].RetripsAfterRecovery >= 3
-		}},
-		{name: "adaptive does not re-trip", ok: func(m map[string]sim.Result) bool {
-			return m[sim.Adaptive].RetripsAfterRecovery == 0
-		}},
-	})
+	for i, v := range []struct {
+		rate, capacity, drain float64
+		outage                time.Duration
+	}{
+		{200, 400, 100, 5 * time.Second},
+		{50, 75, 25, 3 * time.Second},
+		{100, 300, 50, 7 * time.Second},
+		{200, 300, 50, 5 * time.Second},
+	} {
+		sc, _ := sim.Preset("slow")
+		sc.Rate, sc.Capacity, sc.DrainRate, sc.Outage, sc.Seed = v.rate, v.capacity, v.drain, v.outage, uint64(2+i)
+		t.Run(fmt.Sprintf("%g-%g-%g-%v", v.rate, v.capacity, v.drain, v.outage), func(t *testing.T) {
+			m := runAll(t, sc)
+			checkTargets(t, m, slowTargets)
+			checkTargets(t, m, []target{{name: "adaptive does not re-trip", ok: func(m map[string]sim.Result) bool {
+				return m[sim.Adaptive].RetripsAfterRecovery == 0
+			}}})
+		})
+	}
 }
 
 // maxBursts returns how many open windows of the breaker's ladder, each at
@@ -263,4 +338,20 @@ func TestLongOutageOtherParameters(t *testing.T) {
 	sc.RecoverAt = 2*time.Hour + time.Minute
 	sc.Duration = sc.RecoverAt + 10*time.Minute
 	checkLongOutage(t, sc, runAll(t, sc))
+}
+
+// TestAdaptiveBurstDoesNotClose is a regression test from the parameter
+// grid: at 200 calls/s against a capacity of 100/s with a 10-call burst
+// allowance, a share doubled early (on MinimumCalls clean outcomes) to
+// 100 % saw the burst's clean calls and closed, then re-tripped. Closing
+// now takes a whole clean interval at 100 %.
+func TestAdaptiveBurstDoesNotClose(t *testing.T) {
+	sc := fragileVariant(200, 100, 20*time.Second, 5*time.Second, sim.ArrivalsPoisson, 2)
+	res, err := sim.Run(sc, []string{sim.Adaptive})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res[0]; r.RetripsAfterRecovery != 0 || r.TimeToClose < sc.Fragile {
+		t.Errorf("%s; want no re-trip and no close before the capacity returns at %v", summary(r), sc.Fragile)
+	}
 }

@@ -37,6 +37,8 @@ var scenarioFlags = map[string]string{
 	"Fragile":          "fragile",
 	"FragileCapacity":  "fragile-capacity",
 	"Overflow":         "overflow",
+	"Capacity":         "capacity",
+	"DrainRate":        "drain-rate",
 	"Healthy.Median":   "latency",
 	"Healthy.P99":      "latency-p99",
 	"Slow.Median":      "slow-median",
@@ -56,8 +58,10 @@ the same output, byte for byte.
 
 Presets (from the design notes):
   fragile      100 calls/s; down 10s-20s; then 30 calls/s for 10s (excess fails)
-  slow         100 calls/s; P99 900ms from 5s to 20s, then 5ms, cold for 10s
-               (30 calls/s fast, excess slow); slow call > 50ms
+  slow         100 calls/s; P99 900ms from 15s to 20s, then 5ms; the consumer
+               serves 200 calls/s (excess slow); diverted calls wait in a
+               backlog, drained at 50 calls/s once closed (eager releases it
+               all at once); slow call > 50ms
   long-outage  10 calls/s; down for 4h; open window 30s, doubling to 10m
 
 Strategies: eager (fixed window, no probe cap, close on first success),
@@ -103,7 +107,10 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&f.SlowOutage, "slow-outage", f.SlowOutage, "the outage is slow (latency -slow-median/-slow-p99) rather than down")
 	fs.DurationVar(&f.Fragile, "fragile", f.Fragile, "how long after the recovery the dependency has only -fragile-capacity")
 	fs.Float64Var(&f.FragileCapacity, "fragile-capacity", f.FragileCapacity, "`calls` per second served normally while fragile")
-	fs.StringVar(&overflow, "overflow", f.Overflow.String(), "what happens to calls beyond -fragile-capacity: `fail` or slow")
+	fs.StringVar(&overflow, "overflow", f.Overflow.String(), "what happens to calls beyond -fragile-capacity or -capacity: `fail` or slow")
+	fs.Float64Var(&f.Capacity, "capacity", f.Capacity, "`calls` per second the healthy dependency serves normally; 0 is unlimited")
+	fs.BoolVar(&f.Backlog, "backlog", f.Backlog, "diverted and failed calls wait in a retry backlog, drained at -drain-rate once closed (eager: all at once)")
+	fs.Float64Var(&f.DrainRate, "drain-rate", f.DrainRate, "`calls` per second at which the backlog is drained while closed")
 	fs.DurationVar(&f.Healthy.Median, "latency", f.Healthy.Median, "median latency of a normal call")
 	fs.DurationVar(&f.Healthy.P99, "latency-p99", f.Healthy.P99, "P99 latency of a normal call")
 	fs.DurationVar(&f.Slow.Median, "slow-median", f.Slow.Median, "median latency of a slow call")
@@ -223,6 +230,15 @@ func applyFlags(sc, f sim.Scenario, set map[string]bool) sim.Scenario {
 	}
 	if set["overflow"] {
 		sc.Overflow = f.Overflow
+	}
+	if set["capacity"] {
+		sc.Capacity = f.Capacity
+	}
+	if set["backlog"] {
+		sc.Backlog = f.Backlog
+	}
+	if set["drain-rate"] {
+		sc.DrainRate = f.DrainRate
 	}
 	sc.Healthy = latency(sc.Healthy, f.Healthy, set["latency"], set["latency-p99"])
 	sc.Slow = latency(sc.Slow, f.Slow, set["slow-median"], set["slow-p99"])

@@ -279,12 +279,16 @@ func describe(sc sim.Scenario) []string {
 		}
 		ph = append(ph, s)
 	}
+	last := fmt.Sprintf("slow call > %s; open window %s doubling to %s (eager: fixed %s)",
+		sim.FormatDuration(sc.SlowCallDuration), sim.FormatDuration(sc.OpenWindow),
+		sim.FormatDuration(sc.MaxOpenWindow), sim.FormatDuration(sc.OpenWindow))
+	if sc.Backlog {
+		last += fmt.Sprintf("; retry backlog drained at %g calls/s once closed (eager: all at once)", sc.DrainRate)
+	}
 	return []string{
 		fmt.Sprintf("scenario %s: %g calls/s offered (%s arrivals), seed %d", name, sc.Rate, sc.Arrivals, sc.Seed),
 		"dependency: " + strings.Join(ph, ", "),
-		fmt.Sprintf("slow call > %s; open window %s doubling to %s (eager: fixed %s)",
-			sim.FormatDuration(sc.SlowCallDuration), sim.FormatDuration(sc.OpenWindow),
-			sim.FormatDuration(sc.MaxOpenWindow), sim.FormatDuration(sc.OpenWindow)),
+		last,
 	}
 }
 
