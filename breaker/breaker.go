@@ -30,6 +30,10 @@ type Breaker struct {
 	curEpoch  atomic.Int64  // time-based window: current bucket epoch
 	stale     atomic.Uint64
 
+	// fleet is the [Fleet] the breaker joined, or nil (fleet.go). Read
+	// only outside the closed path. [fleet hook]
+	fleet atomic.Pointer[Fleet]
+
 	// Immutable after New.
 	slots       *slotTable
 	cfg         Config
@@ -189,6 +193,11 @@ func (b *Breaker) AllowAt(now time.Time) (Permit, error) {
 func (b *Breaker) allowSlow(now int64) (Permit, error) {
 	if w := b.word.Load(); w&stateMask == uint64(StateOpen) && now < b.openUntil.Load() {
 		return Permit{}, b.errOpen
+	}
+	if f := b.fleet.Load(); f != nil { // [fleet hook] probes take a fleet-wide slot
+		if p, err, ok := f.allow(now); ok {
+			return p, err
+		}
 	}
 	b.mu.Lock()
 	b.advanceLocked(now)

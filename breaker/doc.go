@@ -37,8 +37,10 @@
 // Any failed probe reopens with the next, longer window. Then capped probes
 // close; ramp admits a growing share of traffic (10/25/50/100 % by default,
 // or Envoy's slow-start curve), checking each step's failure rate; adaptive
-// lets the admitted share follow the measured failures and latency (AIMD),
-// reopening only if failures persist at its minimum share. Calls outside the
+// lets the admitted share follow the measured failures and latency (it
+// doubles while clean, backs off below the share where loss appeared, and
+// probes just above it), reopening only if failures persist at its minimum
+// share. Calls outside the
 // share are rejected with [ErrThrottled], which also matches [ErrProbeLimit].
 //
 // Nothing gets stuck: a half-open admission neither reported nor cancelled
@@ -82,4 +84,13 @@
 // amd64 and arm64) uses a portable path that claims slots by CAS in stripes
 // chosen from the goroutine's stack address instead; it is about 1 ns slower
 // per call.
+//
+// # Fleets
+//
+// [JoinFleet] makes the breakers of one name in several processes share
+// their state (closed/open/half-open, open-until, the trip count driving the
+// backoff, the ramp start) and one probe budget of ProbeConcurrency leases
+// through a [Store] (package breaker/natskv: NATS JetStream Key-Value;
+// [MemoryStore]: in memory). The closed path stays local: the only fleet
+// code is on the slow paths. See docs/fleet.md in the repository.
 package breaker

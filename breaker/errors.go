@@ -62,3 +62,22 @@ func (e *RejectedError) Is(target error) bool {
 }
 
 func quote(s string) string { return "\"" + s + "\"" }
+
+// Errors of the fleet seam ([Store], [Fleet]).
+var (
+	// ErrStaleRevision is returned by [Store.CompareAndSwap] when the stored
+	// revision is not the expected one: another writer got there first.
+	ErrStaleRevision = errors.New("breaker: stale revision")
+
+	// ErrNoProbeSlot is returned by [Store.AcquireProbe] when every probe
+	// slot of the fleet is held.
+	ErrNoProbeSlot = errors.New("breaker: no free probe slot")
+
+	// ErrFleetJoined is returned by [JoinFleet] for a breaker that is
+	// already in a fleet.
+	ErrFleetJoined = errors.New("breaker: already in a fleet")
+
+	// ErrStoreDown is returned by a [MemoryStore] set unreachable with
+	// [MemoryStore.SetDown].
+	ErrStoreDown = errors.New("breaker: memory store unreachable")
+)

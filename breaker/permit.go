@@ -146,6 +146,9 @@ func (b *Breaker) reportSlow(p Permit, now int64, o Outcome, lat time.Duration) 
 	}
 	b.armLocked(now)
 	b.unlockAndDispatch()
+	if f := b.fleet.Load(); f != nil && p.tag&probeFlag != 0 { // [fleet hook] free the probe's slot
+		f.probeDone(p, o, lat)
+	}
 }
 
 // release frees a closed permit's slot, counting one outcome; false means

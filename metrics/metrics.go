@@ -154,7 +154,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	for _, o := range []string{OutcomeSuccess, OutcomeFailure, OutcomeSlow, OutcomeNeutral, OutcomeRejected} {
 		m.outcome[o] = m.calls.WithLabelValues(o)
 	}
-	for _, r := range []retryqueue.Reason{retryqueue.ReasonOpen, retryqueue.ReasonProbeLimit, retryqueue.ReasonRamp, retryqueue.ReasonFailure} {
+	for _, r := range []retryqueue.Reason{retryqueue.ReasonOpen, retryqueue.ReasonProbeLimit, retryqueue.ReasonRamp, retryqueue.ReasonFailure, retryqueue.ReasonOrdering} {
 		m.diverted.WithLabelValues(string(r))
 	}
 	for _, r := range []string{retryqueue.DeadReasonPermanent, retryqueue.DeadReasonMalformed} {

@@ -376,6 +376,7 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.ObserveEvent(middleware.Event{Action: middleware.Diverted, Reason: "open"})
+	m.ObserveEvent(middleware.Event{Action: middleware.Diverted, Reason: "ordering"})                      // never asked the breaker
 	m.ObserveEvent(middleware.Event{Action: middleware.Nacked, Admitted: true, Err: errors.New("no ack")}) // handler failed, diversion not confirmed
 	m.ObserveEvent(middleware.Event{Action: middleware.DeadLettered, Reason: "malformed: attempt \"x\""})  // not a call
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -390,6 +391,7 @@ func TestServe(t *testing.T) {
 		{"floodgate_calls_total", []string{"outcome", "rejected"}, 1},
 		{"floodgate_calls_total", []string{"outcome", "failure"}, 1},
 		{"floodgate_calls_total", []string{"outcome", "neutral"}, 0},
+		{"floodgate_diverted_total", []string{"reason", "ordering"}, 1},
 		{"floodgate_dead_lettered_total", []string{"reason", "malformed"}, 1},
 		{"floodgate_nacked_total", nil, 1},
 	})

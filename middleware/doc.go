@@ -7,13 +7,16 @@
 //  1. dead-letters it with a reason if its floodgate metadata is malformed
 //     (see [retryqueue.Queue.Malformed]), so a bad message never crashes the
 //     router and is never silently dropped;
-//  2. asks the [breaker.Breaker] for a permit. When the breaker rejects the call
+//  2. with per-key ordering on ([retryqueue.Config.OrderingKey]), diverts it
+//     (reason "ordering") while its key still has messages in the backlog;
+//  3. asks the [breaker.Breaker] for a permit. When the breaker rejects the call
 //     (open, or half-open with every probe slot taken) the message is diverted
-//     to the durable retry queue with reason "open" or "probe-limit";
-//  3. when admitted, runs the wrapped handler under a deadline
+//     to the durable retry queue with reason "open", "probe-limit" or, while
+//     a ramp or adaptive recovery throttles, "ramp";
+//  4. when admitted, runs the wrapped handler under a deadline
 //     ([Config.Timeout]) and reports the outcome with its latency to the
 //     breaker, which judges slow calls;
-//  4. diverts a retryable failure to the retry queue (reason "failure") and
+//  5. diverts a retryable failure to the retry queue (reason "failure") and
 //     dead-letters a permanent one ([Config.IsPermanent]).
 //
 // The handler returns nil, so the router acks the source message, only after

@@ -39,8 +39,8 @@ type Event struct {
 	UUID string
 	// Action is what the middleware did.
 	Action Action
-	// Reason is the diversion reason ("open", "probe-limit", "failure") or
-	// the dead-letter reason; empty for Delivered.
+	// Reason is the diversion reason ("open", "probe-limit", "ramp",
+	// "failure", "ordering") or the dead-letter reason; empty for Delivered.
 	Reason string
 	// Admitted is true when the breaker admitted the call and the handler ran.
 	Admitted bool

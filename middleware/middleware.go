@@ -47,6 +47,12 @@ func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
 			return nil, g.deadLetter(msg, ev, "malformed: "+reason, nil)
 		}
 
+		// Per-key ordering: the key still has messages in the backlog, so
+		// this one queues behind them (never true for drained messages).
+		if g.cfg.Queue.Holds(msg) {
+			return nil, g.divert(msg, ev, retryqueue.ReasonOrdering, nil)
+		}
+
 		start := g.clock.Now()
 		permit, err := g.cfg.Breaker.AllowAt(start)
 		if err != nil {

@@ -94,7 +94,9 @@ func (e *env) lastEvent() middleware.Event {
 }
 
 func (e *env) retry() []*message.Message { return natstest.StreamMsgs(e.t, e.js, e.qcfg.RetryTopic) }
-func (e *env) dead() []*message.Message  { return natstest.StreamMsgs(e.t, e.js, e.qcfg.DeadLetterTopic) }
+func (e *env) dead() []*message.Message {
+	return natstest.StreamMsgs(e.t, e.js, e.qcfg.DeadLetterTopic)
+}
 
 func newMsg() *message.Message {
 	m := message.NewMessage(uuid.NewString(), []byte("ISA*00*...~"))

@@ -63,6 +63,21 @@ type Config struct {
 	// MaxErrorLen is the maximum length in bytes of [MetaLastError].
 	// Optional. Default 512. Valid range >= 16.
 	MaxErrorLen int
+	// MaxHistory is the maximum number of entries kept in [MetaHistory];
+	// older entries are dropped and counted in [MetaHistoryDropped]. It
+	// bounds the metadata a message carries: about MaxHistory ·
+	// (MaxErrorLen + 100) bytes.
+	// Optional. Default 10. Valid range 1..100.
+	MaxHistory int
+	// OrderingKey, when set, turns on per-key ordering: it returns a
+	// message's key ("" for none). While a key has messages in the retry
+	// backlog, [Queue.Holds] reports live messages of that key, which the
+	// caller then diverts with [ReasonOrdering], and the [Drainer] delivers
+	// a key's messages one at a time in stream order, holding back the
+	// later ones while an earlier one waits out its backoff. See the
+	// package doc for the cost.
+	// Optional. Default nil: FIFO drain, no per-key ordering.
+	OrderingKey func(*message.Message) string
 	// Clock gives the time stamped into the metadata and compared with
 	// MaxAge and [MetaNotBefore].
 	// Optional. Default the wall clock.
@@ -91,6 +106,9 @@ func (c *Config) setDefaults() {
 	if c.MaxErrorLen == 0 {
 		c.MaxErrorLen = 512
 	}
+	if c.MaxHistory == 0 {
+		c.MaxHistory = 10
+	}
 	if c.Clock == nil {
 		c.Clock = wallClock{}
 	}
@@ -110,6 +128,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MaxAge must be > 0, got %s", ErrInvalidConfig, c.MaxAge)
 	case c.MaxErrorLen < 16 && c.MaxErrorLen != 0:
 		return fmt.Errorf("%w: MaxErrorLen must be >= 16, got %d", ErrInvalidConfig, c.MaxErrorLen)
+	case c.MaxHistory < 0 || c.MaxHistory > 100:
+		return fmt.Errorf("%w: MaxHistory must be in 1..100, got %d", ErrInvalidConfig, c.MaxHistory)
 	case c.RetryTopic != "" && c.RetryTopic == c.DeadLetterTopic:
 		return fmt.Errorf("%w: RetryTopic and DeadLetterTopic must differ, both %q", ErrInvalidConfig, c.RetryTopic)
 	}

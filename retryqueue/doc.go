@@ -9,8 +9,8 @@
 // [Queue.Divert] publishes a copy of the message (same UUID, payload and
 // metadata, plus the floodgate metadata: [MetaAttempt], [MetaReason],
 // [MetaOriginalTopic], [MetaFirstDivertedAt], [MetaDivertedAt],
-// [MetaLastError], [MetaNotBefore]) to the retry topic and returns nil only
-// after JetStream confirmed it. The caller, the breaker middleware, then
+// [MetaLastError], [MetaNotBefore], and a bounded [MetaHistory]) to the
+// retry topic and returns nil only after JetStream confirmed it. The caller, the breaker middleware, then
 // returns nil so the router acks the source message; on an error it returns
 // the error so the router nacks the source, which JetStream redelivers. The
 // queue itself never acks or nacks. A copy whose source was redelivered
@@ -20,6 +20,20 @@
 // A diversion costs one publish round trip and never waits for the open
 // window. Its publish runs on its own timeout ([Config.PublishTimeout]),
 // detached from the handler's context, which may already be cancelled.
+// Because the source message is acked as soon as its copy is stored (and
+// nacked with a delay otherwise), diversion neither uses up the source
+// consumer's MaxDeliver (internal/jsq sets it unlimited) nor leaves source
+// messages pending ack while the breaker is open: a source consumer with
+// MaxAckPending = 2 diverts hundreds of messages a second. A message
+// diverted after a failed delivery carries [MetaNotBefore], its
+// attempt-based backoff ([Config.Backoff]); the drainer does not deliver it
+// before then.
+//
+// Shutdown: a diversion whose publish is not confirmed (the publisher or
+// connection closed under it, the server gone) returns an error, so the
+// source is nacked or, if even that cannot be sent, redelivered after its
+// AckWait: closing a router mid-diversion loses nothing. Close the
+// publisher's connection only after the router has closed.
 //
 // # Dead letters
 //
@@ -28,7 +42,15 @@
 // has passed since its first diversion, when its floodgate metadata is
 // malformed ([Queue.Malformed]), or when the caller reports a permanent
 // error ([Queue.DeadLetter]). Dead letters are never redelivered
-// automatically.
+// automatically. They keep the message's history: [MetaHistory] lists the
+// last [Config.MaxHistory] diversions, dead-letterings and replays with
+// time, reason, attempt and error ([History] reads it); [MetaHistoryDropped]
+// counts older entries dropped to bound the metadata.
+//
+// [Queue.Replay] (and the "floodgate replay" command) moves selected dead
+// letters — all, or by original topic, or by age — back into the retry
+// queue: it publishes each copy and removes the dead letter only after the
+// publish was confirmed.
 //
 // # Drain
 //
@@ -38,7 +60,43 @@
 // breaker is open; it respects each message's [MetaNotBefore] (the
 // per-message backoff after a failed delivery) by nakking not-yet-eligible
 // messages with a delay; and it acks a message only after the handler
-// returned nil for it.
+// returned nil for it. While the breaker is half-open and no live traffic
+// arrives, the gate's free probe slots make the probes come from the
+// backlog, so recovery never waits for new traffic. The drain pauses at
+// once when the gate admits nothing (the breaker left closed) and resumes
+// on [Drainer.Wake] or the next poll.
+//
+// The drain rate is adaptive (AIMD): it grows while deliveries are clean
+// (by half per interval at first, then additively) and backs off
+// multiplicatively on failed or slow deliveries, within an optional
+// [DrainerConfig.MaxRate]. The drainer sees its own deliveries' outcomes;
+// [Drainer.Observe] feeds it live ones. Since every drained message passes
+// through the breaker-guarded handler, live and drained messages together
+// never exceed what the breaker admits. [Drainer.Status] reports the
+// backlog depth, the measured drain rate, the dead letters and the
+// estimated time to empty.
+//
+// # Order
+//
+// The drain is FIFO by default: stream order, a batch handled
+// concurrently, and a message that fails again goes to the back of the
+// stream with its backoff. With [Config.OrderingKey] set, a key's messages
+// reach the partner in order: [Queue.Holds] reports live messages whose key
+// has messages in the backlog, and the caller diverts them too
+// ([ReasonOrdering]); the drainer runs a key's messages one at a time and
+// holds the key's later messages back while an earlier one waits out its
+// backoff or was diverted again. The cost: a live message of a held key
+// pays a diversion and waits for the backlog instead of going straight to
+// the partner (so one failing key delays all its later messages, though no
+// other key's); the drain handles a key's messages serially; the queue
+// keeps an in-memory count per key with messages in the backlog (a map
+// entry per key, rebuilt at [Drainer.Run] by reading every backlog message
+// once); and across a crash of the drainer the order of a key whose head
+// was waiting out its backoff can be broken once. Live consumption must be
+// ordered per key too (one pull loop, or a subject per key partition): two
+// messages of a key handled at once by the router can pass each other
+// whatever the queue does. While the drain cannot outrun the live rate of a
+// key, every live message of that key goes through the backlog.
 //
 // # Streams
 //

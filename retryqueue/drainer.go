@@ -1,10 +1,12 @@
 package retryqueue
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,7 +27,7 @@ type DrainerConfig struct {
 	// Required.
 	JetStream jetstream.JetStream
 	// Queue is the retry queue drained; the drainer dead-letters malformed
-	// messages through it and takes its clock and retry topic.
+	// messages through it and takes its clock, retry topic and ordering key.
 	// Required.
 	Queue *Queue
 	// Stream is the retry stream.
@@ -46,12 +48,53 @@ type DrainerConfig struct {
 	// fetches at most that many.
 	// Required.
 	Gate Gate
-	// Rate bounds the drain, in messages per second (a token bucket).
-	// Adjustable at run time with [Drainer.SetRate].
+	// Rate is the drain rate, in messages per second, the drainer starts
+	// with (a token bucket). Unless FixedRate is set, the rate then adapts
+	// between MinRate and MaxRate (see [Drainer]). [Drainer.SetRate]
+	// changes it at run time.
 	// Optional. Default 50. Valid range > 0, finite.
 	Rate float64
+	// MinRate is the lowest rate the adaptive control backs off to.
+	// Optional. Default min(1, Rate). Valid range (0, Rate].
+	MinRate float64
+	// MaxRate bounds the drain rate, in messages per second.
+	// Optional. Default 0: no bound but the partner's measured capacity.
+	// Valid range 0 or >= Rate.
+	MaxRate float64
+	// FixedRate turns the adaptive control off: the rate stays Rate (or
+	// what [Drainer.SetRate] sets).
+	// Optional. Default false.
+	FixedRate bool
+	// AdjustInterval is how often the adaptive control looks at the
+	// outcomes since its last look and changes the rate.
+	// Optional. Default 500ms. Valid range >= 10ms.
+	AdjustInterval time.Duration
+	// Increase is the additive increase, in messages per second, applied
+	// per clean AdjustInterval once the control has seen a failure (before
+	// that, and again after each pause, the rate grows by half per
+	// interval: slow start).
+	// Optional. Default 5 % of the rate after the last decrease, at least
+	// 1 (max(1, Rate/20) before the first). Valid range > 0.
+	Increase float64
+	// Decrease is the multiplicative decrease factor applied when an
+	// interval saw a failed or slow call.
+	// Optional. Default 0.7. Valid range (0, 1).
+	Decrease float64
+	// SlowCall is the latency from which a successful delivery counts as a
+	// failure for the adaptive control, as the breaker's slow-call
+	// threshold does. Set it to the breaker's SlowCallDuration.
+	// Optional. Default 0: latency is not judged.
+	SlowCall time.Duration
+	// MaxInFlight bounds the drained messages in the handler at once. In
+	// FIFO mode the drainer fetches the next batch while earlier messages
+	// are still in the handler, so a slow partner call does not idle the
+	// drain; with per-key ordering each batch is finished before the next.
+	// The gate bounds it further (half-open: the free probe slots).
+	// Optional. Default 64. Valid range 1..10000.
+	MaxInFlight int
 	// Burst is the token bucket's size: the largest batch fetched at once.
-	// Optional. Default ceil(Rate/10), at least 1. Valid range >= 1.
+	// Optional. Default ceil(rate/10), at least 1, following the rate as it
+	// adapts. Valid range >= 1.
 	Burst int
 	// AckWait is the consumer's ack wait: a fetched message not acked or
 	// nakked within it is redelivered.
@@ -85,8 +128,17 @@ func (c *DrainerConfig) setDefaults() {
 	if c.Rate == 0 {
 		c.Rate = 50
 	}
-	if c.Burst == 0 {
-		c.Burst = max(1, int(math.Ceil(c.Rate/10)))
+	if c.MinRate == 0 {
+		c.MinRate = min(1, c.Rate)
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 64
+	}
+	if c.AdjustInterval == 0 {
+		c.AdjustInterval = 500 * time.Millisecond
+	}
+	if c.Decrease == 0 {
+		c.Decrease = 0.7
 	}
 	if c.AckWait == 0 {
 		c.AckWait = 30 * time.Second
@@ -118,7 +170,21 @@ func (c DrainerConfig) Validate() error {
 		return fmt.Errorf("%w: Gate is required", ErrInvalidConfig)
 	case !(c.Rate > 0) || math.IsInf(c.Rate, 0):
 		return fmt.Errorf("%w: Rate must be > 0 and finite, got %v", ErrInvalidConfig, c.Rate)
-	case c.Burst < 1:
+	case !(c.MinRate > 0) || c.MinRate > c.Rate:
+		return fmt.Errorf("%w: MinRate must be in (0, Rate=%v], got %v", ErrInvalidConfig, c.Rate, c.MinRate)
+	case c.MaxRate != 0 && (c.MaxRate < c.Rate || math.IsInf(c.MaxRate, 0) || math.IsNaN(c.MaxRate)):
+		return fmt.Errorf("%w: MaxRate must be 0 or a finite value >= Rate (%v), got %v", ErrInvalidConfig, c.Rate, c.MaxRate)
+	case c.MaxInFlight < 1 || c.MaxInFlight > 10000:
+		return fmt.Errorf("%w: MaxInFlight must be in 1..10000, got %d", ErrInvalidConfig, c.MaxInFlight)
+	case c.AdjustInterval < 10*time.Millisecond:
+		return fmt.Errorf("%w: AdjustInterval must be >= 10ms, got %s", ErrInvalidConfig, c.AdjustInterval)
+	case c.Increase < 0 || math.IsInf(c.Increase, 0) || math.IsNaN(c.Increase):
+		return fmt.Errorf("%w: Increase must be > 0 and finite, got %v", ErrInvalidConfig, c.Increase)
+	case !(c.Decrease > 0 && c.Decrease < 1):
+		return fmt.Errorf("%w: Decrease must be in (0, 1), got %v", ErrInvalidConfig, c.Decrease)
+	case c.SlowCall < 0:
+		return fmt.Errorf("%w: SlowCall must be >= 0, got %s", ErrInvalidConfig, c.SlowCall)
+	case c.Burst < 0:
 		return fmt.Errorf("%w: Burst must be >= 1, got %d", ErrInvalidConfig, c.Burst)
 	case c.AckWait < time.Second:
 		return fmt.Errorf("%w: AckWait must be >= 1s, got %s", ErrInvalidConfig, c.AckWait)
@@ -147,7 +213,8 @@ type DrainStats struct {
 	// the drainer nakked with a delay.
 	Redelivered uint64
 	// Deferred counts fetches of messages whose [MetaNotBefore] had not come
-	// yet, nakked with a delay until then. They do not count as attempts.
+	// yet, or whose ordering key was held back behind an earlier message,
+	// nakked with a delay until then. They do not count as attempts.
 	Deferred uint64
 	// DeadLettered counts malformed messages the drainer dead-lettered
 	// itself instead of handing them to the handler.
@@ -157,30 +224,123 @@ type DrainStats struct {
 	AckErrors uint64
 	// GateClosed counts looks at the gate that found no budget.
 	GateClosed uint64
+	// Failures counts failed or slow deliveries the adaptive control saw
+	// (drained ones, and live ones passed to [Drainer.Observe]).
+	Failures uint64
+	// Backoffs counts multiplicative decreases of the drain rate.
+	Backoffs uint64
+}
+
+// DrainStatus is what [Drainer.Status] reports: the backlog and how fast
+// it is going.
+type DrainStatus struct {
+	// Backlog is the retry backlog (see [Depth]).
+	Backlog uint64 `json:"backlog"`
+	// Paused reports that the gate admitted nothing at the drainer's last
+	// look: the breaker is open, or half-open with every probe slot taken.
+	Paused bool `json:"paused"`
+	// Rate is the current drain rate limit, in messages per second.
+	Rate float64 `json:"rate"`
+	// DrainedPerSec is the measured drain rate, in messages per second,
+	// over the last few seconds.
+	DrainedPerSec float64 `json:"drained_per_s"`
+	// Drained counts messages drained since [NewDrainer].
+	Drained uint64 `json:"drained"`
+	// DeadLettered counts the queue's dead letters since [New] (diversions
+	// and drains alike).
+	DeadLettered uint64 `json:"dead_lettered"`
+	// ETA is the estimated time to an empty backlog at DrainedPerSec: 0
+	// with an empty backlog, -1 when unknown (nothing drained recently).
+	ETA time.Duration `json:"eta_ns"`
+	// HeldKeys is the number of ordering keys with messages in the backlog
+	// (per-key ordering only).
+	HeldKeys int `json:"held_keys"`
 }
 
 // Drainer moves the retry backlog back through the breaker-guarded handler,
-// only as fast as the breaker admits and the rate limit allows.
+// only as fast as the breaker admits and the drain rate allows, seeking the
+// partner's spare capacity.
 //
 // Each round it asks the [Gate] for a budget (waiting PollInterval, or until
-// [Drainer.Wake], while it is 0), takes at most that many tokens from a
-// token bucket of [DrainerConfig.Rate] per second, fetches at most that many
-// messages from its durable pull consumer without waiting (FetchNoWait, so
-// nothing is prefetched and nothing sits delivered while the breaker is
-// open), and runs the handler on the eligible ones concurrently, waiting
-// for all of them before the next round. A message whose [MetaNotBefore] is
-// in the future is nakked with a delay until then, without running the
-// handler or using a token. A message is acked (and the ack confirmed)
-// only after the handler returned nil for it.
+// [Drainer.Wake], while it is 0: the drain pauses at once when the breaker
+// leaves closed), takes at most that many tokens from a token bucket at the
+// drain rate, fetches at most that many messages from its durable pull
+// consumer without waiting (FetchNoWait, so nothing is prefetched and
+// nothing sits delivered while the breaker is open, and AckWait never runs
+// out on a buffered message), and runs the handler on the eligible ones
+// concurrently, at most [DrainerConfig.MaxInFlight] at once; while the
+// breaker is closed it does not wait for them before the next round, while
+// half-open (a small budget) or with per-key ordering it does.
+// A message
+// whose [MetaNotBefore] is in the future is nakked with a delay until then,
+// without running the handler or using a token. A message is acked (and
+// the ack confirmed) only after the handler returned nil for it. Every
+// drained message goes through the breaker-guarded handler, so live and
+// drained messages together never exceed what the breaker admits.
+//
+// # Adaptive drain rate
+//
+// Unless [DrainerConfig.FixedRate], the drain rate follows AIMD, the
+// control the breaker's adaptive recovery uses: every AdjustInterval it
+// looks at the deliveries since its last look. If any failed (a retryable
+// error: the message was diverted again with [ReasonFailure]) or was slower
+// than [DrainerConfig.SlowCall], the rate backs off: to 90 % of the
+// goodput the drain achieved in that interval (what the partner did take),
+// but at least to rate × Decrease (so a collapse halves it, not zeroes
+// it), never up. If all
+// were clean and the drainer used at least 80 % of its rate (so the rate,
+// not the backlog or the gate, was the limit), the rate grows: by half per
+// interval until the first failure (slow start, again after every pause,
+// since the partner's capacity is unknown after an outage; a pause also
+// lifts the rate back to at least the configured Rate), then by Increase.
+// It stays within [MinRate, MaxRate]. The drainer sees its own deliveries' outcomes
+// (the queue reports re-diversions back to it through the message's
+// context); live traffic shares the partner, so feed live outcomes to
+// [Drainer.Observe] for the control to back off when live calls fail too.
+//
+// # Per-key ordering
+//
+// With [Config.OrderingKey] set on the queue, the drainer delivers the
+// messages of one key one at a time in stream order (different keys and
+// unkeyed messages still run concurrently). When a key's message waits out
+// its [MetaNotBefore], or is diverted again, the key is held: its later
+// messages are nakked with a delay (Deferred) until that message is
+// delivered or dead-lettered. The hold is kept in memory; after a restart
+// the stream order alone applies.
 //
 // Its methods are safe for concurrent use; Run runs once at a time.
 type Drainer struct {
-	cfg     DrainerConfig
-	lim     *rate.Limiter
-	wake    chan struct{}
-	running atomic.Bool
+	cfg       DrainerConfig
+	lim       *rate.Limiter
+	burstAuto bool
+	wake      chan struct{}
+	slots     chan struct{}  // one per message in a handler (FIFO mode)
+	handlers  sync.WaitGroup // FIFO-mode handlers in flight
+	running   atomic.Bool
+	paused    atomic.Bool
 
-	fetched, drained, redelivered, deferred, dead, ackErrors, gateClosed atomic.Uint64
+	// inflight holds the UUIDs being drained, so Observe skips them.
+	inflight sync.Map
+
+	mu      sync.Mutex // guards ctl, iv, samples
+	ctl     aimd
+	iv      interval
+	ivStart time.Time
+	samples []sample
+
+	order keyOrder // per-key ordering state
+
+	fetched, drained, redelivered, deferred, dead, ackErrors, gateClosed, failures, backoffs atomic.Uint64
+}
+
+// interval counts outcomes since the control's last look; drainedBad are
+// the drainer's own among bad.
+type interval struct{ ok, bad, drainedBad int }
+
+// sample is the drained count at a time, for the measured rate.
+type sample struct {
+	at      time.Time
+	drained uint64
 }
 
 // NewDrainer returns a [Drainer]. It returns an error wrapping "invalid
@@ -190,11 +350,30 @@ func NewDrainer(cfg DrainerConfig) (*Drainer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
-	return &Drainer{
-		cfg:  cfg,
-		lim:  rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst),
-		wake: make(chan struct{}, 1),
-	}, nil
+	d := &Drainer{
+		cfg:       cfg,
+		burstAuto: cfg.Burst == 0,
+		wake:      make(chan struct{}, 1),
+		slots:     make(chan struct{}, cfg.MaxInFlight),
+		order:     keyOrder{holds: map[string]hold{}, pending: map[string]map[uint64]time.Time{}},
+		ctl: aimd{
+			rate: cfg.Rate, min: cfg.MinRate, max: cfg.MaxRate,
+			inc: cfg.Increase, dec: cfg.Decrease, slowStart: true,
+			autoInc: cfg.Increase == 0,
+		},
+	}
+	if d.ctl.autoInc {
+		d.ctl.inc = max(1, autoIncShare*cfg.Rate)
+	}
+	d.lim = rate.NewLimiter(rate.Limit(cfg.Rate), d.burstFor(cfg.Rate))
+	return d, nil
+}
+
+func (d *Drainer) burstFor(r float64) int {
+	if !d.burstAuto {
+		return d.cfg.Burst
+	}
+	return max(1, int(math.Ceil(r/10)))
 }
 
 // ConsumerConfig returns the durable consumer the drainer creates or updates
@@ -229,16 +408,61 @@ func (d *Drainer) Wake() {
 	}
 }
 
-// SetRate changes the drain rate limit to r messages per second (r > 0 and
-// finite; other values are ignored). The burst stays.
+// SetRate changes the drain rate to r messages per second (r > 0 and
+// finite; other values are ignored), clamped to [MinRate, MaxRate]. The
+// adaptive control, unless off, goes on from there.
 func (d *Drainer) SetRate(r float64) {
-	if r > 0 && !math.IsInf(r, 0) {
-		d.lim.SetLimit(rate.Limit(r))
+	if !(r > 0) || math.IsInf(r, 0) {
+		return
 	}
+	d.mu.Lock()
+	d.ctl.rate = d.ctl.clamp(r)
+	d.applyLocked()
+	d.mu.Unlock()
+}
+
+// applyLocked sets the limiter to the control's rate. Requires d.mu held.
+func (d *Drainer) applyLocked() {
+	now := time.Now()
+	d.lim.SetLimitAt(now, rate.Limit(d.ctl.rate))
+	d.lim.SetBurstAt(now, d.burstFor(d.ctl.rate))
 }
 
 // Rate returns the current drain rate limit in messages per second.
 func (d *Drainer) Rate() float64 { return float64(d.lim.Limit()) }
+
+// Observe reports the outcome of one live delivery to the partner (failed:
+// a retryable error; latency: how long it took) to the adaptive control,
+// which backs off when the partner struggles whoever's call it was. A
+// message the drainer is delivering right now (by uuid) is ignored: the
+// drainer counts its own. Call it from the middleware's event hook for
+// admitted calls. It never blocks on I/O and is safe for concurrent use.
+func (d *Drainer) Observe(uuid string, failed bool, latency time.Duration) {
+	if _, drained := d.inflight.Load(uuid); drained {
+		return
+	}
+	d.observe(failed, latency, false)
+}
+
+// observe counts one outcome for the control; drained marks the drainer's
+// own deliveries.
+func (d *Drainer) observe(failed bool, latency time.Duration, drained bool) {
+	bad := failed || (d.cfg.SlowCall > 0 && latency >= d.cfg.SlowCall)
+	if bad {
+		d.failures.Add(1)
+	}
+	d.mu.Lock()
+	switch {
+	case bad && drained:
+		d.iv.bad++
+		d.iv.drainedBad++
+	case bad:
+		d.iv.bad++
+	default:
+		d.iv.ok++
+	}
+	d.mu.Unlock()
+}
 
 // Stats returns the counters.
 func (d *Drainer) Stats() DrainStats {
@@ -250,6 +474,8 @@ func (d *Drainer) Stats() DrainStats {
 		DeadLettered: d.dead.Load(),
 		AckErrors:    d.ackErrors.Load(),
 		GateClosed:   d.gateClosed.Load(),
+		Failures:     d.failures.Load(),
+		Backoffs:     d.backoffs.Load(),
 	}
 }
 
@@ -260,16 +486,104 @@ func (d *Drainer) Backlog(ctx context.Context) (uint64, error) {
 	return Depth(ctx, d.cfg.JetStream, d.cfg.Stream, d.cfg.Consumer)
 }
 
+// Status returns the backlog, the drain rate limit and the measured drain
+// rate, the dead letters and the estimated time to an empty backlog. It
+// asks the server for the backlog (one round trip) and fails as
+// [Drainer.Backlog] does.
+func (d *Drainer) Status(ctx context.Context) (DrainStatus, error) {
+	n, err := d.Backlog(ctx)
+	if err != nil {
+		return DrainStatus{}, err
+	}
+	s := DrainStatus{
+		Backlog:       n,
+		Paused:        d.paused.Load(),
+		Rate:          d.Rate(),
+		DrainedPerSec: d.measured(time.Now()),
+		Drained:       d.drained.Load(),
+		DeadLettered:  d.cfg.Queue.Stats().DeadLettered,
+		HeldKeys:      d.cfg.Queue.HeldKeys(),
+	}
+	switch {
+	case n == 0:
+	case s.DrainedPerSec > 0:
+		s.ETA = time.Duration(float64(n) / s.DrainedPerSec * float64(time.Second))
+	default:
+		s.ETA = -1
+	}
+	return s, nil
+}
+
+// measuredWindow is how far back the measured drain rate looks.
+const measuredWindow = 5 * time.Second
+
+// measured returns the drained messages per second over the last
+// measuredWindow, counting up to now.
+func (d *Drainer) measured(now time.Time) float64 {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.samples) == 0 {
+		return 0
+	}
+	first := d.samples[0]
+	span := now.Sub(first.at)
+	if span < 100*time.Millisecond {
+		return 0
+	}
+	return float64(d.drained.Load()-first.drained) / span.Seconds()
+}
+
+// tick records a rate sample and runs the adaptive control once per
+// AdjustInterval. Run calls it after every round.
+func (d *Drainer) tick(now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.ivStart.IsZero() {
+		d.ivStart = now
+		d.samples = append(d.samples, sample{now, d.drained.Load()})
+		return
+	}
+	elapsed := now.Sub(d.ivStart)
+	if elapsed < d.cfg.AdjustInterval {
+		return
+	}
+	drained := d.drained.Load()
+	served := drained - d.samples[len(d.samples)-1].drained
+	d.samples = append(d.samples, sample{now, drained})
+	for len(d.samples) > 2 && now.Sub(d.samples[1].at) >= measuredWindow {
+		d.samples = d.samples[1:]
+	}
+	iv := d.iv
+	d.iv, d.ivStart = interval{}, now
+	if d.cfg.FixedRate || d.paused.Load() {
+		return
+	}
+	before := d.ctl.rate
+	good := max(0, float64(served)-float64(iv.drainedBad))
+	switch d.ctl.step(iv.ok, iv.bad, float64(served), good, elapsed) {
+	case decreased:
+		d.backoffs.Add(1)
+	case unchanged:
+		return
+	}
+	if d.ctl.rate != before {
+		d.applyLocked()
+	}
+}
+
 // Run creates or updates the durable consumer (retrying while the server is
-// unreachable or the stream missing) and drains until ctx is done. It then
-// waits for the handlers in flight (bounded by HandlerTimeout) and their
-// acks, and returns nil. It returns [ErrRunning] if already running.
+// unreachable or the stream missing) and drains until ctx is done. With
+// per-key ordering it first rebuilds the queue's key index from the retry
+// stream. It then waits for the handlers in flight (bounded by
+// HandlerTimeout) and their acks, and returns nil. It returns [ErrRunning]
+// if already running.
 func (d *Drainer) Run(ctx context.Context) error {
 	if !d.running.CompareAndSwap(false, true) {
 		return ErrRunning
 	}
 	defer d.running.Store(false)
 	var cons jetstream.Consumer
+	indexed := !d.cfg.Queue.Ordered()
 	for ctx.Err() == nil {
 		if cons == nil {
 			c, err := d.cfg.JetStream.CreateOrUpdateConsumer(ctx, d.cfg.Stream, d.ConsumerConfig())
@@ -282,6 +596,16 @@ func (d *Drainer) Run(ctx context.Context) error {
 			}
 			cons = c
 		}
+		if !indexed {
+			if err := d.rebuildKeys(ctx); err != nil {
+				if ctx.Err() == nil {
+					d.cfg.Logger.Error("retryqueue: rebuild ordering index", err, watermill.LogFields{"stream": d.cfg.Stream})
+				}
+				d.sleep(ctx, d.cfg.PollInterval)
+				continue
+			}
+			indexed = true
+		}
 		if err := d.round(ctx, cons); err != nil {
 			if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
 				cons = nil
@@ -291,7 +615,9 @@ func (d *Drainer) Run(ctx context.Context) error {
 			}
 			d.sleep(ctx, d.cfg.PollInterval)
 		}
+		d.tick(time.Now())
 	}
+	d.handlers.Wait()
 	return nil
 }
 
@@ -301,8 +627,19 @@ type drainedKey struct{}
 // FromDrain reports whether ctx is the context of a message the drainer
 // handed to its handler (as opposed to live traffic).
 func FromDrain(ctx context.Context) bool {
+	if ctx == nil {
+		return false
+	}
 	v, _ := ctx.Value(drainedKey{}).(bool)
 	return v
+}
+
+// item is one fetched message.
+type item struct {
+	jm  jetstream.Msg
+	wm  *message.Message
+	key string // ordering key, "" for none
+	seq uint64 // stream sequence (keyed messages only)
 }
 
 // round does one gate-budget-fetch-handle round. It sleeps itself when there
@@ -311,8 +648,18 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 	budget := d.cfg.Gate.Budget()
 	if budget <= 0 {
 		d.gateClosed.Add(1)
+		d.paused.Store(true)
 		d.sleep(ctx, d.cfg.PollInterval)
 		return nil
+	}
+	if d.paused.Swap(false) {
+		d.mu.Lock()
+		d.iv, d.ivStart = interval{}, time.Now() // outcomes while paused say nothing about the rate
+		if !d.cfg.FixedRate {
+			d.ctl.resume(d.cfg.Rate)
+			d.applyLocked()
+		}
+		d.mu.Unlock()
 	}
 	tokens := d.lim.Tokens()
 	if tokens < 1 {
@@ -320,7 +667,13 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 		d.sleep(ctx, max(wait, time.Millisecond))
 		return nil
 	}
-	n := min(budget, d.cfg.Burst, int(tokens))
+	free := cap(d.slots) - len(d.slots)
+	if free <= 0 {
+		d.sleep(ctx, d.cfg.PollInterval) // a finishing handler wakes it
+		return nil
+	}
+	n := min(budget, d.lim.Burst(), int(tokens), free)
+	gen := d.cfg.Queue.keysGeneration()
 	batch, err := cons.FetchNoWait(n)
 	if err != nil {
 		return err
@@ -333,57 +686,169 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 		return err
 	}
 	if len(msgs) == 0 {
+		d.clearKeysIfEmpty(ctx, gen)
 		d.sleep(ctx, d.cfg.PollInterval)
 		return nil
 	}
 	d.fetched.Add(uint64(len(msgs)))
 
 	now := d.cfg.Queue.cfg.Clock.Now()
-	type item struct {
-		jm jetstream.Msg
-		wm *message.Message
-	}
-	eligible := make([]item, 0, len(msgs))
+	var groups [][]item // each group runs sequentially; groups concurrently
+	byKey := map[string]int{}
 	for _, jm := range msgs {
-		wm := jsq.Unmarshal(jm)
-		if nb, ok := NotBefore(wm); ok && nb.After(now) {
-			if err := jm.NakWithDelay(nb.Sub(now)); err != nil {
-				d.ackErrors.Add(1)
-				d.logAckError("nak (not before)", err, wm)
+		it := item{jm: jm, wm: jsq.Unmarshal(jm), key: ""}
+		it.key = d.cfg.Queue.key(it.wm)
+		if it.key == "" {
+			if nb, ok := NotBefore(it.wm); ok && nb.After(now) {
+				d.deferMsg(it, nb.Sub(now))
+				continue
 			}
-			d.deferred.Add(1)
+			groups = append(groups, []item{it})
 			continue
 		}
-		eligible = append(eligible, item{jm, wm})
+		if md, err := jm.Metadata(); err == nil {
+			it.seq = md.Sequence.Stream
+		}
+		if g, ok := byKey[it.key]; ok {
+			groups[g] = append(groups[g], it)
+			continue
+		}
+		byKey[it.key] = len(groups)
+		groups = append(groups, []item{it})
 	}
-	if len(eligible) == 0 {
+	for _, g := range groups {
+		if g[0].key != "" {
+			// Redeliveries can come out of stream order: a key's messages
+			// go in stream order, after the one holding the key (a copy at
+			// the back of the stream that must go first).
+			head := d.order.head(g[0].key)
+			slices.SortFunc(g, func(a, b item) int {
+				switch {
+				case a.wm.UUID == head && b.wm.UUID != head:
+					return -1
+				case b.wm.UUID == head && a.wm.UUID != head:
+					return 1
+				}
+				return cmp.Compare(a.seq, b.seq)
+			})
+		}
+	}
+	if len(groups) == 0 {
+		return nil // all deferred: no token used, fetch again at once
+	}
+	if !d.cfg.Queue.Ordered() && budget >= d.cfg.MaxInFlight {
+		// FIFO with an ample budget (closed): each message runs on its
+		// own, and the next round does not wait for this one, so a slow
+		// partner call does not idle the rate; MaxInFlight bounds the
+		// messages in handlers. A small budget (half-open probe slots)
+		// counts the drainer's own calls only once they are admitted, so
+		// then the round waits, as with per-key ordering.
+		for _, g := range groups {
+			it := g[0]
+			d.slots <- struct{}{}
+			d.lim.ReserveN(time.Now(), 1)
+			d.handlers.Go(func() {
+				defer func() { <-d.slots; d.Wake() }()
+				d.handle(ctx, it)
+			})
+		}
 		return nil
 	}
-	d.lim.ReserveN(time.Now(), len(eligible))
+	// Per-key ordering, or a small budget: a key's messages run one at a
+	// time, and the round waits for all, so no later round overtakes a
+	// key's earlier message or exceeds the budget.
 	var wg sync.WaitGroup
-	for _, it := range eligible {
-		wg.Go(func() { d.handle(ctx, it.jm, it.wm) })
+	for _, g := range groups {
+		wg.Go(func() {
+			for i, it := range g {
+				if it.key != "" {
+					if delay, wait := d.order.admit(it, d.cfg.Queue.cfg.Clock.Now(), d.cfg.PollInterval); wait {
+						// Held back: it and the key's later messages in
+						// this batch wait, in order.
+						for _, rest := range g[i:] {
+							d.deferKeyed(rest, delay)
+						}
+						return
+					}
+				}
+				d.lim.ReserveN(time.Now(), 1) // a deferred message uses no token
+				d.handle(ctx, it)
+			}
+		})
 	}
 	wg.Wait()
 	return nil
 }
 
-// handle runs the handler on one message and acks or naks it.
-func (d *Drainer) handle(ctx context.Context, jm jetstream.Msg, wm *message.Message) {
+// deferKeyed defers a keyed message and records it as pending for its key.
+func (d *Drainer) deferKeyed(it item, delay time.Duration) {
+	d.order.addPending(it.key, it.seq, time.Now().Add(delay+2*d.cfg.AckWait))
+	d.deferMsg(it, delay)
+}
+
+// deferMsg naks it with delay without counting an attempt.
+func (d *Drainer) deferMsg(it item, delay time.Duration) {
+	if err := it.jm.NakWithDelay(delay); err != nil {
+		d.ackErrors.Add(1)
+		d.logAckError("nak (deferred)", err, it.wm)
+	}
+	d.deferred.Add(1)
+}
+
+// handle runs the handler on one message, acks or naks it, and feeds the
+// outcome to the adaptive control and the ordering holds.
+func (d *Drainer) handle(ctx context.Context, it item) {
+	jm, wm := it.jm, it.wm
 	base := context.WithoutCancel(ctx)
 	if why, bad := d.cfg.Queue.Malformed(wm); bad {
 		err := d.cfg.Queue.DeadLetter(base, wm, DeadReasonMalformed, fmt.Errorf("%w: %s", ErrMalformed, why))
 		if d.settle(base, jm, wm, err) {
 			d.dead.Add(1)
+			d.cfg.Queue.Release(it.key)
+			d.order.unhold(it.key, wm.UUID)
 		}
 		return
 	}
-	hctx, cancel := context.WithTimeout(context.WithValue(base, drainedKey{}, true), d.cfg.HandlerTimeout)
+	s := &slot{}
+	hctx, cancel := context.WithTimeout(context.WithValue(context.WithValue(base, drainedKey{}, true), slotKey{}, s), d.cfg.HandlerTimeout)
 	defer cancel()
 	wm.SetContext(hctx)
-	if d.settle(base, jm, wm, d.call(wm)) {
-		d.drained.Add(1)
+	d.inflight.Store(wm.UUID, true)
+	start := time.Now()
+	err := d.call(wm)
+	latency := time.Since(start)
+	d.inflight.Delete(wm.UUID)
+	what, reason := s.get()
+	if err == nil {
+		switch {
+		case what == outcomeNone:
+			d.observe(false, latency, true)
+		case what == outcomeDiverted && reason == ReasonFailure:
+			d.observe(true, latency, true)
+		}
 	}
+	if !d.settle(base, jm, wm, err) {
+		if it.key != "" && err != nil { // nakked: it comes back
+			d.order.addPending(it.key, it.seq, time.Now().Add(d.cfg.NakDelay(1)+2*d.cfg.AckWait))
+		}
+		return
+	}
+	d.drained.Add(1)
+	d.cfg.Queue.Release(it.key)
+	if it.key == "" {
+		return
+	}
+	if what == outcomeDiverted {
+		// The copy went to the back of the stream: hold the key until it
+		// is delivered.
+		nb, _ := NotBefore(wm)
+		if reason != ReasonFailure {
+			nb = time.Time{}
+		}
+		d.order.setHold(it.key, wm.UUID, nb, d.cfg.AckWait)
+		return
+	}
+	d.order.unhold(it.key, wm.UUID)
 }
 
 // call runs the handler, turning a panic into an error.
@@ -424,6 +889,59 @@ func (d *Drainer) settle(ctx context.Context, jm jetstream.Msg, wm *message.Mess
 
 func (d *Drainer) logAckError(what string, err error, wm *message.Message) {
 	d.cfg.Logger.Error("retryqueue: drain "+what, err, watermill.LogFields{"message_uuid": wm.UUID, "stream": d.cfg.Stream})
+}
+
+// clearKeysIfEmpty clears the ordering index when the backlog is empty and
+// no keyed message was diverted since gen, healing counts left behind by
+// acks whose confirmation was lost.
+func (d *Drainer) clearKeysIfEmpty(ctx context.Context, gen uint64) {
+	if d.cfg.Queue.HeldKeys() == 0 {
+		return
+	}
+	if n, err := d.Backlog(ctx); err == nil && n == 0 {
+		d.cfg.Queue.resetKeys(gen, map[string]int{})
+	}
+}
+
+// rebuildKeys counts the retry stream's messages per ordering key (direct
+// gets, one per stored message) and installs the counts in the queue.
+func (d *Drainer) rebuildKeys(ctx context.Context) error {
+	for range 3 {
+		gen := d.cfg.Queue.keysGeneration()
+		st, err := d.cfg.JetStream.Stream(ctx, d.cfg.Stream)
+		if err != nil {
+			return err
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return err
+		}
+		counts := map[string]int{}
+		if info.State.Msgs > 0 {
+			for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+				raw, err := st.GetMsg(ctx, seq)
+				if errors.Is(err, jetstream.ErrMsgNotFound) {
+					continue
+				}
+				if err != nil {
+					return err
+				}
+				m := message.NewMessage(raw.Header.Get(jsq.UUIDHeader), raw.Data)
+				for k, v := range raw.Header {
+					if !jsq.Reserved(k) && len(v) > 0 {
+						m.Metadata.Set(k, v[0])
+					}
+				}
+				if k := d.cfg.Queue.key(m); k != "" {
+					counts[k]++
+				}
+			}
+		}
+		if d.cfg.Queue.resetKeys(gen, counts) {
+			return nil
+		}
+	}
+	return errors.New("retryqueue: ordering index kept changing while rebuilt")
 }
 
 // sleep waits for dur, a Wake, or ctx.

@@ -136,13 +136,18 @@ func TestDrainOnlyWhileGateAdmits(t *testing.T) {
 func TestDrainRateAndBudget(t *testing.T) {
 	e := newEnv(t, natstest.URL(t), nil)
 	seed(t, e, 30)
-	g := &gate{}
-	g.budget.Store(1)
 	rec := &recorder{}
+	// A half-open gate with one probe slot: 1 minus the probes in flight,
+	// as middleware.DrainGate reports it.
+	g := retryqueue.GateFunc(func() int {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		return 1 - rec.inflight
+	})
 	d := startDrainer(t, e, retryqueue.DrainerConfig{Handler: rec.handler(func(*message.Message) error {
 		time.Sleep(2 * time.Millisecond) // a real call takes time
 		return nil
-	}), Gate: g, Rate: 20, Burst: 4, PollInterval: 10 * time.Millisecond})
+	}), Gate: g, Rate: 20, Burst: 4, FixedRate: true, PollInterval: 10 * time.Millisecond})
 	natstest.Eventually(t, 20*time.Second, func() bool { return d.Stats().Drained == 30 }, "30 drained")
 
 	rec.mu.Lock()
@@ -294,8 +299,15 @@ func TestDrainerConfigValidation(t *testing.T) {
 		"Rate":           func(c *retryqueue.DrainerConfig) { c.Rate = -1 },
 		"Burst":          func(c *retryqueue.DrainerConfig) { c.Burst = -1 },
 		"AckWait":        func(c *retryqueue.DrainerConfig) { c.AckWait = time.Millisecond },
+		"MaxInFlight":    func(c *retryqueue.DrainerConfig) { c.MaxInFlight = -1 },
 		"HandlerTimeout": func(c *retryqueue.DrainerConfig) { c.AckWait = 2 * time.Second; c.HandlerTimeout = 3 * time.Second },
 		"Consumer":       func(c *retryqueue.DrainerConfig) { c.Consumer = "a.b" },
+		"MinRate":        func(c *retryqueue.DrainerConfig) { c.Rate = 10; c.MinRate = 20 },
+		"MaxRate":        func(c *retryqueue.DrainerConfig) { c.Rate = 10; c.MaxRate = 5 },
+		"AdjustInterval": func(c *retryqueue.DrainerConfig) { c.AdjustInterval = time.Millisecond },
+		"Increase":       func(c *retryqueue.DrainerConfig) { c.Increase = -1 },
+		"Decrease":       func(c *retryqueue.DrainerConfig) { c.Decrease = 1.5 },
+		"SlowCall":       func(c *retryqueue.DrainerConfig) { c.SlowCall = -time.Second },
 	}
 	for field, mod := range cases {
 		c := base()

@@ -1,6 +1,7 @@
 package retryqueue
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -49,7 +50,86 @@ const (
 	// headers could not be mapped to metadata faithfully (a header with
 	// several values); its value says why. [Queue.Malformed] reports it.
 	MetaMalformed = jsq.MetaMalformed
+	// MetaHistory is the message's bounded history, oldest first: a JSON
+	// array of [HistoryEntry] (one per diversion, dead-lettering and
+	// replay), at most [Config.MaxHistory] entries. When older entries had
+	// to be dropped, [MetaHistoryDropped] counts them. Read it with
+	// [History].
+	MetaHistory = "floodgate_history"
+	// MetaHistoryDropped is the number of oldest [MetaHistory] entries
+	// dropped to keep it within [Config.MaxHistory], a decimal integer >= 1.
+	// Absent when none were dropped.
+	MetaHistoryDropped = "floodgate_history_dropped"
+	// MetaReplays is the number of times the message was moved back from the
+	// dead letters to the retry queue by [Queue.Replay], a decimal integer
+	// >= 1. Absent when never replayed.
+	MetaReplays = "floodgate_replays"
 )
+
+// HistoryEntry is one event in a message's [MetaHistory].
+type HistoryEntry struct {
+	// At is when the event happened, from [Config.Clock].
+	At time.Time `json:"at"`
+	// Event is [EventDiverted], [EventDeadLettered] or [EventReplayed].
+	Event string `json:"event"`
+	// Reason is the diversion [Reason] or the dead-letter reason; empty for
+	// a replay.
+	Reason string `json:"reason,omitempty"`
+	// Attempt is [MetaAttempt] after the event.
+	Attempt int `json:"attempt"`
+	// Error is the delivery error that caused the event, if any, truncated
+	// to [Config.MaxErrorLen] bytes.
+	Error string `json:"error,omitempty"`
+}
+
+// History events ([HistoryEntry.Event]).
+const (
+	EventDiverted     = "diverted"
+	EventDeadLettered = "dead-lettered"
+	EventReplayed     = "replayed"
+)
+
+// History returns msg's [MetaHistory], oldest first, nil if absent. It
+// returns an error if the value is not a JSON array of [HistoryEntry].
+func History(msg *message.Message) ([]HistoryEntry, error) {
+	v, ok := msg.Metadata[MetaHistory]
+	if !ok {
+		return nil, nil
+	}
+	var h []HistoryEntry
+	if err := json.Unmarshal([]byte(v), &h); err != nil {
+		return nil, fmt.Errorf("%s: %w", MetaHistory, err)
+	}
+	return h, nil
+}
+
+// appendHistory adds e to m's history, keeping at most max entries. A
+// history that does not parse is left as it is (the message is then
+// malformed anyway and dead-lettered with it).
+func appendHistory(m *message.Message, e HistoryEntry, maxEntries int) {
+	if _, ok := m.Metadata[MetaHistory]; !ok {
+		// The first entry (a live message's first diversion, the hot path
+		// during an outage) is encoded by hand: no reflection.
+		b := append(encodeEntry(append(make([]byte, 0, 128), '['), e), ']')
+		m.Metadata.Set(MetaHistory, string(b))
+		return
+	}
+	h, err := History(m)
+	if err != nil {
+		return
+	}
+	h = append(h, e)
+	if drop := len(h) - maxEntries; drop > 0 {
+		h = h[drop:]
+		prev, _ := strconv.Atoi(m.Metadata.Get(MetaHistoryDropped))
+		m.Metadata.Set(MetaHistoryDropped, strconv.Itoa(prev+drop))
+	}
+	b, err := json.Marshal(h)
+	if err != nil { // cannot happen: plain strings, ints and times
+		return
+	}
+	m.Metadata.Set(MetaHistory, string(b))
+}
 
 // TimeFormat is the layout of the time metadata values.
 const TimeFormat = time.RFC3339Nano
@@ -70,12 +150,19 @@ const (
 	// ReasonFailure: delivery was attempted and failed with a retryable
 	// error. It increments [MetaAttempt] and sets [MetaNotBefore].
 	ReasonFailure Reason = "failure"
+	// ReasonOrdering: the message's ordering key still had messages in the
+	// backlog ([Queue.Holds]), so it was queued behind them to keep the
+	// key's order.
+	ReasonOrdering Reason = "ordering"
+	// ReasonReplay: the message was moved back from the dead letters by
+	// [Queue.Replay].
+	ReasonReplay Reason = "replay"
 )
 
 // Valid reports whether r is one of the Reason constants.
 func (r Reason) Valid() bool {
 	switch r {
-	case ReasonOpen, ReasonProbeLimit, ReasonRamp, ReasonFailure:
+	case ReasonOpen, ReasonProbeLimit, ReasonRamp, ReasonFailure, ReasonOrdering, ReasonReplay:
 		return true
 	}
 	return false
@@ -124,7 +211,17 @@ func (q *Queue) Malformed(msg *message.Message) (reason string, bad bool) {
 	if v, ok := md[MetaReason]; ok && !Reason(v).Valid() {
 		return fmt.Sprintf("%s %q is not a known reason", MetaReason, v), true
 	}
-	for _, k := range []string{MetaFirstDivertedAt, MetaDivertedAt, MetaNotBefore} {
+	for _, k := range []string{MetaHistoryDropped, MetaReplays} {
+		if v, ok := md[k]; ok {
+			if n, err := strconv.Atoi(v); err != nil || n < 0 {
+				return fmt.Sprintf("%s %q is not an integer >= 0", k, v), true
+			}
+		}
+	}
+	if _, err := History(msg); err != nil {
+		return fmt.Sprintf("%s is not a JSON history: %v", MetaHistory, err), true
+	}
+	for _, k := range []string{MetaFirstDivertedAt, MetaDivertedAt, MetaNotBefore, MetaDeadAt} {
 		if v, ok := md[k]; ok {
 			if _, err := time.Parse(TimeFormat, v); err != nil {
 				return fmt.Sprintf("%s %q is not an RFC 3339 time", k, v), true
@@ -171,4 +268,37 @@ func truncate(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + ell
+}
+
+// encodeEntry appends e as JSON, exactly as encoding/json would.
+func encodeEntry(b []byte, e HistoryEntry) []byte {
+	b = append(b, `{"at":"`...)
+	b = e.At.AppendFormat(b, TimeFormat)
+	b = append(b, `","event":`...)
+	b = appendJSONString(b, e.Event)
+	if e.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = appendJSONString(b, e.Reason)
+	}
+	b = append(b, `,"attempt":`...)
+	b = strconv.AppendInt(b, int64(e.Attempt), 10)
+	if e.Error != "" {
+		b = append(b, `,"error":`...)
+		b = appendJSONString(b, e.Error)
+	}
+	return append(b, '}')
+}
+
+// appendJSONString appends s as a JSON string; plain printable ASCII is
+// copied, anything else is left to encoding/json.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			q, _ := json.Marshal(s)
+			return append(b, q...)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
 }

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +20,13 @@ import (
 // is safe for concurrent use.
 type Queue struct {
 	cfg Config
+
+	// keys is the per-key ordering index: backlog messages per key
+	// (Config.OrderingKey only). keysGen grows with every increment, so a
+	// reset can tell whether a diversion slipped in.
+	keysMu  sync.Mutex
+	keys    map[string]int
+	keysGen uint64
 
 	diverted     atomic.Uint64
 	deadLettered atomic.Uint64
@@ -44,7 +52,7 @@ func New(cfg Config) (*Queue, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
-	return &Queue{cfg: cfg}, nil
+	return &Queue{cfg: cfg, keys: map[string]int{}}, nil
 }
 
 // RetryTopic returns the retry topic (and stream) name.
@@ -109,23 +117,37 @@ func (q *Queue) Divert(ctx context.Context, msg *message.Message, reason Reason,
 	c.Metadata.Set(MetaFirstDivertedAt, formatTime(first))
 	c.Metadata.Set(MetaDivertedAt, formatTime(now))
 	c.Metadata.Set(MetaDiversions, strconv.Itoa(diversions+1))
+	entry := HistoryEntry{At: now.UTC(), Event: EventDiverted, Reason: string(reason), Attempt: attempt}
 	if reason == ReasonFailure {
 		if cause != nil {
 			c.Metadata.Set(MetaLastError, truncate(cause.Error(), q.cfg.MaxErrorLen))
+			entry.Error = truncate(cause.Error(), q.cfg.MaxErrorLen)
 		}
 		c.Metadata.Set(MetaNotBefore, formatTime(now.Add(q.cfg.Backoff(attempt))))
 	}
-
+	var lastErr error
+	if reason == ReasonFailure {
+		lastErr = cause
+	}
 	switch {
 	case reason == ReasonFailure && attempt >= q.cfg.MaxAttempts:
-		return q.deadLetter(ctx, c, DeadReasonMaxAttempts, nil)
+		return q.deadLetter(ctx, c, DeadReasonMaxAttempts, lastErr)
 	case now.Sub(first) >= q.cfg.MaxAge:
-		return q.deadLetter(ctx, c, DeadReasonMaxAge, nil)
+		return q.deadLetter(ctx, c, DeadReasonMaxAge, lastErr)
 	}
+	appendHistory(c, entry, q.cfg.MaxHistory)
+	key := q.key(msg)
+	// Count the key before the publish, so no live message of the key can
+	// pass between the confirmation and the count; undo on failure.
+	q.hold(key)
 	if err := q.publish(ctx, q.cfg.RetryTopic, c); err != nil {
+		q.Release(key)
 		return err
 	}
 	q.diverted.Add(1)
+	if s := slotFrom(ctx); s != nil {
+		s.set(outcomeDiverted, reason)
+	}
 	return nil
 }
 
@@ -158,15 +180,22 @@ func (q *Queue) deadLetter(ctx context.Context, msg *message.Message, reason str
 		sort.Strings(dropped)
 		c.Metadata.Set(MetaDroppedKeys, strings.Join(dropped, ","))
 	}
+	now := q.cfg.Clock.Now()
 	c.Metadata.Set(MetaDeadReason, reason)
-	c.Metadata.Set(MetaDeadAt, formatTime(q.cfg.Clock.Now()))
+	c.Metadata.Set(MetaDeadAt, formatTime(now))
+	entry := HistoryEntry{At: now.UTC(), Event: EventDeadLettered, Reason: reason, Attempt: Attempt(c)}
 	if cause != nil {
 		c.Metadata.Set(MetaLastError, truncate(cause.Error(), q.cfg.MaxErrorLen))
+		entry.Error = truncate(cause.Error(), q.cfg.MaxErrorLen)
 	}
+	appendHistory(c, entry, q.cfg.MaxHistory)
 	if err := q.publish(ctx, q.cfg.DeadLetterTopic, c); err != nil {
 		return err
 	}
 	q.deadLettered.Add(1)
+	if s := slotFrom(ctx); s != nil {
+		s.set(outcomeDead, "")
+	}
 	return nil
 }
 

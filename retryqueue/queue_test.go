@@ -331,6 +331,7 @@ func TestConfigValidation(t *testing.T) {
 		{"attempts", retryqueue.Config{Publisher: nopPublisher{}, MaxAttempts: -2}, "MaxAttempts"},
 		{"age", retryqueue.Config{Publisher: nopPublisher{}, MaxAge: -time.Hour}, "MaxAge"},
 		{"error len", retryqueue.Config{Publisher: nopPublisher{}, MaxErrorLen: 8}, "MaxErrorLen"},
+		{"history", retryqueue.Config{Publisher: nopPublisher{}, MaxHistory: 101}, "MaxHistory"},
 		{"same topics", retryqueue.Config{Publisher: nopPublisher{}, RetryTopic: "x", DeadLetterTopic: "x"}, "DeadLetterTopic"},
 		{"dotted topic", retryqueue.Config{Publisher: nopPublisher{}, RetryTopic: "retry.queue"}, "RetryTopic"},
 	}

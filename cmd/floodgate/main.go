@@ -4,8 +4,15 @@
 //
 // Commands:
 //
-//	sim    simulate half-open strategies against a recovering dependency and
-//	       compare them (table, JSON, Markdown, plot)
+//	sim      simulate half-open strategies against a recovering dependency and
+//	         compare them (table, JSON, Markdown, plot)
+//	backlog  show retry and dead-letter depth by original topic
+//	replay   move dead letters back into the retry queue (all, by topic or age)
+//	purge    remove dead letters (or the retry backlog) for good; needs -yes
+//	status   show the shared state of fleet-wide breakers (NATS KV)
+//	open     force a fleet-wide breaker open on every replica
+//	close    close a fleet-wide breaker on every replica
+//	reset    reset a fleet-wide breaker on every replica
 //
 // "floodgate <command> -h" lists a command's flags. Exit status: 0 on
 // success, 1 when the command failed, 2 for a bad command line (the message
@@ -27,10 +34,16 @@ type command struct {
 	run func(args []string, stdout, stderr io.Writer) int
 }
 
-// commands lists the subcommands, in the order usage shows them. Later ones
-// (backlog, replay, purge, status, open, close, reset) are added here.
+// commands lists the subcommands, in the order usage shows them.
 var commands = []command{
 	{name: "sim", summary: "simulate half-open strategies against a recovering dependency", run: runSim},
+	{name: "backlog", summary: "show retry and dead-letter depth by original topic", run: runBacklog},
+	{name: "replay", summary: "move dead letters back into the retry queue (all, by original topic or by age)", run: runReplay},
+	{name: "purge", summary: "remove dead letters (or the retry backlog) for good; needs -yes", run: runPurge},
+	{name: "status", summary: "show the shared state of fleet-wide breakers (NATS KV)", run: runStatus},
+	{name: "open", summary: "force a fleet-wide breaker open on every replica (isolate a partner)", run: runOpen},
+	{name: "close", summary: "close a fleet-wide breaker on every replica, keeping its backoff", run: runClose},
+	{name: "reset", summary: "reset a fleet-wide breaker on every replica: closed, backoff at base", run: runReset},
 }
 
 // Exit statuses.

@@ -68,6 +68,8 @@ func TestSimBadFlags(t *testing.T) {
 		{[]string{"-outage", "30s"}, "-outage"},
 		{[]string{"-recover-at", "2m", "-duration", "1m"}, "-recover-at"},
 		{[]string{"-fragile-capacity", "0"}, "-fragile-capacity"},
+		{[]string{"-capacity", "-1"}, "-capacity"},
+		{[]string{"-drain-rate", "-5"}, "-drain-rate"},
 		{[]string{"-latency", "1s", "-latency-p99", "10ms"}, "-latency-p99"},
 		{[]string{"-max-open-window", "100ms"}, "-max-open-window"},
 		{[]string{"-duration", "49h"}, "-duration"},
@@ -183,7 +185,13 @@ func TestApplyFlags(t *testing.T) {
 	if sc.RecoverAt != 40*time.Second || sc.Outage != slow.Outage || sc.Duration != 100*time.Second || sc.Seed != 9 {
 		t.Errorf("recover-at moved: %+v", sc)
 	}
-	if sc.Rate != slow.Rate || sc.Fragile != slow.Fragile || !sc.SlowOutage {
+	if sc.Rate != slow.Rate || sc.Fragile != slow.Fragile || !sc.SlowOutage || !sc.Backlog ||
+		sc.Capacity != slow.Capacity || sc.DrainRate != slow.DrainRate {
 		t.Errorf("flags not given changed the preset: %+v", sc)
+	}
+	f.Capacity, f.Backlog, f.DrainRate = 0, false, 10
+	sc = applyFlags(slow, f, map[string]bool{"capacity": true, "backlog": true, "drain-rate": true})
+	if sc.Capacity != 0 || sc.Backlog || sc.DrainRate != 10 {
+		t.Errorf("-capacity, -backlog, -drain-rate not applied: %+v", sc)
 	}
 }

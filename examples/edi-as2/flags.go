@@ -16,6 +16,7 @@ type options struct {
 	outage          time.Duration // partner answers 503
 	fragile         time.Duration // partner capacity-limited after the outage
 	fragileCapacity float64       // messages/s the partner takes while fragile
+	capacityAfter   float64       // messages/s the partner takes once healthy; 0 = unlimited
 	natsURL         string        // external NATS; empty = embedded
 	summary         string        // JSON summary file; empty = none
 	settle          time.Duration // how long to wait for the backlog after producing
@@ -32,6 +33,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.outage, "outage", 6*time.Second, "outage: the partner answers HTTP 503, in [0, 1h]")
 	fs.DurationVar(&o.fragile, "fragile", 5*time.Second, "fragile recovery after the outage, in [0, 1h]")
 	fs.Float64Var(&o.fragileCapacity, "fragile-capacity", 15, "messages/s the partner takes while fragile; excess gets 503, in (0, 5000]")
+	fs.Float64Var(&o.capacityAfter, "capacity-after", 100, "messages/s the partner takes once fully healthy (excess gets 503); 0 = unlimited, in [0, 5000]")
 	fs.StringVar(&o.natsURL, "nats-url", "", "external NATS server URL (default: an embedded JetStream server)")
 	fs.StringVar(&o.summary, "summary", "", "write a JSON summary to this `file`")
 	fs.DurationVar(&o.settle, "settle", 60*time.Second, "after producing, how long to wait for the backlog to drain, in (0, 1h]")
@@ -61,6 +63,9 @@ func (o options) validate() error {
 	}
 	if !(o.fragileCapacity > 0 && o.fragileCapacity <= 5000) {
 		errs = append(errs, fmt.Errorf("-fragile-capacity must be in (0, 5000] messages/s, got %v", o.fragileCapacity))
+	}
+	if !(o.capacityAfter >= 0 && o.capacityAfter <= 5000) {
+		errs = append(errs, fmt.Errorf("-capacity-after must be in [0, 5000] messages/s, got %v", o.capacityAfter))
 	}
 	inRange("produce-for", o.produceFor, 0, 10*time.Minute, true)
 	inRange("healthy", o.healthyFor, 0, 10*time.Minute, false)

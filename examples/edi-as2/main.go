@@ -3,8 +3,12 @@
 // each one over AS2 to a partner through floodgate's middleware, and the
 // partner follows a fault script (healthy, outage, fragile recovery, healthy).
 // While the breaker is open, orders are diverted to the JetStream retry queue;
-// the drainer releases the backlog once the partner is back. At the end the
-// partner's received set is checked against what was produced.
+// the drainer releases the backlog once the partner is back, at a rate that
+// seeks the partner's spare capacity (-capacity-after sets the capacity of
+// the recovered partner). The timeline shows the backlog depth and the drain
+// rate each second. At the end the partner's received set is checked against
+// what was produced; the summary adds the re-trips after recovery, the time
+// to full traffic and the drain time (recovery to an empty backlog).
 //
 //	go run ./examples/edi-as2                  # embedded NATS, default script
 //	go run ./examples/edi-as2 -summary s.json  # also write a JSON summary

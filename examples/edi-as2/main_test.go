@@ -52,6 +52,15 @@ func TestShortRun(t *testing.T) {
 	if sum.BacklogPeak < 1 || sum.Drained < 1 {
 		t.Errorf("backlog_peak = %d, drained = %d; the backlog must fill and drain", sum.BacklogPeak, sum.Drained)
 	}
+	if sum.DrainS < 0 || sum.TimeToFullTrafficS < 0 {
+		t.Errorf("drain_s = %v, time_to_full_traffic_s = %v; want both measured (>= 0)", sum.DrainS, sum.TimeToFullTrafficS)
+	}
+	if sum.DrainRatePeak <= 0 {
+		t.Errorf("drain_rate_peak = %v", sum.DrainRatePeak)
+	}
+	if !strings.Contains(out.String(), "rate(/s)") {
+		t.Error("the timeline must show the drain rate")
+	}
 }
 
 func TestBadFlags(t *testing.T) {
@@ -62,6 +71,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-rate", "-5"}, "-rate"},
 		{[]string{"-rate", "0"}, "-rate"},
 		{[]string{"-fragile-capacity", "0"}, "-fragile-capacity"},
+		{[]string{"-capacity-after", "-1"}, "-capacity-after"},
 		{[]string{"-outage", "soon"}, "-outage"},
 		{[]string{"-produce-for", "0s"}, "-produce-for"},
 		{[]string{"-settle", "-1s"}, "-settle"},

@@ -179,12 +179,21 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The drainer's adaptive control also watches live deliveries: the
+	// partner's capacity is shared.
+	var drainer *retryqueue.Drainer
 	guard, err := middleware.New(middleware.Config{
 		Breaker: b,
 		Queue:   queue,
 		Timeout: 10 * time.Second,
-		OnEvent: c.onEvent,
-		Logger:  logger,
+		OnEvent: func(ev middleware.Event) {
+			c.onEvent(ev)
+			if ev.Admitted {
+				failed := ev.Action == middleware.Diverted && ev.Reason == string(retryqueue.ReasonFailure)
+				drainer.Observe(ev.UUID, failed, ev.Latency)
+			}
+		},
+		Logger: logger,
 	})
 	if err != nil {
 		return nil, err
@@ -209,22 +218,27 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		return err
 	})
 
-	// 5. The drainer feeds the backlog through the same guarded handler.
-	drainer, err := retryqueue.NewDrainer(retryqueue.DrainerConfig{
+	// 5. The drainer feeds the backlog through the same guarded handler,
+	// starting slow and seeking the partner's spare capacity (AIMD), judging
+	// latency as the breaker does.
+	drainer, err = retryqueue.NewDrainer(retryqueue.DrainerConfig{
 		JetStream: js,
 		Queue:     queue,
 		Handler:   guarded,
 		Gate:      middleware.DrainGate(b),
-		Rate:      60,
+		Rate:      10,
+		SlowCall:  b.Config().SlowCallDuration,
 		Logger:    logger,
 	})
 	if err != nil {
 		return nil, err
 	}
+	var tl transitions
 	remove := b.AddListener(func(t breaker.Transition) {
 		if t.To == breaker.StateOpen {
 			c.trips.Add(1)
 		}
+		tl.add(t.To, time.Now())
 		drainer.Wake()
 	})
 	defer remove()
@@ -247,12 +261,14 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	partner.Start()
 	produceStart := time.Now()
+	partner.StartAt(produceStart)
 	produced := make(chan []string, 1)
 	go func() { produced <- produce(runCtx, pub, sourceTopic, docs, o) }()
 
-	// 7. Timeline until everything is accounted for or -settle runs out.
+	// 7. Timeline until everything is accounted for or -settle runs out. The
+	// backlog is sampled every 100 ms (for drain_s); a line is printed per
+	// second.
 	backlog := func() int {
 		n, err := drainer.Backlog(runCtx)
 		if err != nil {
@@ -260,14 +276,17 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		}
 		return int(n)
 	}
+	outageEnd := produceStart.Add(o.healthyFor + o.outage)
 	sum := &summary{}
 	var ids []string
 	var prev snapshot
-	tick := time.NewTicker(time.Second)
+	var drainedAt time.Time // first empty backlog after recovery
+	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
+	lastLine := produceStart
 	if !o.quiet {
-		fmt.Fprintf(out, "%5s  %-9s  %8s  %8s  %7s  %8s  %8s  %s\n",
-			"t", "breaker", "admitted", "diverted", "backlog", "drained", "p-errors", "partner")
+		fmt.Fprintf(out, "%5s  %-9s  %8s  %8s  %7s  %8s  %9s  %8s  %s\n",
+			"t", "breaker", "admitted", "diverted", "backlog", "drained", "rate(/s)", "p-errors", "partner")
 	}
 	var settleBy time.Time
 	for done := false; !done; {
@@ -278,19 +297,32 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 			settleBy = time.Now().Add(o.settle)
 			produced = nil
 		case now := <-tick.C:
-			cur := snapshot{
-				admitted: c.admitted.Load(), diverted: c.diverted.Load(),
-				drained: int64(drainer.Stats().Drained), errors: int64(partner.Stats().Errors),
-			}
 			depth := backlog()
 			sum.BacklogPeak = max(sum.BacklogPeak, depth)
-			if !o.quiet {
-				fmt.Fprintf(out, "%4.0fs  %-9s  %8d  %8d  %7d  %8d  %8d  %s\n",
-					now.Sub(produceStart).Seconds(), b.State(),
-					cur.admitted-prev.admitted, cur.diverted-prev.diverted, depth,
-					cur.drained-prev.drained, cur.errors-prev.errors, partner.PhaseAt(now).Name)
+			sum.DrainRatePeak = max(sum.DrainRatePeak, drainer.Rate())
+			if rec, ok := tl.recovery(outageEnd); ok && depth == 0 && drainedAt.IsZero() {
+				drainedAt = now
+				if rec.After(now) {
+					drainedAt = rec
+				}
 			}
-			prev = cur
+			if depth > 0 {
+				drainedAt = time.Time{} // refilled (a re-trip): measure to the final empty backlog
+			}
+			if now.Sub(lastLine) >= time.Second {
+				lastLine = now
+				cur := snapshot{
+					admitted: c.admitted.Load(), diverted: c.diverted.Load(),
+					drained: int64(drainer.Stats().Drained), errors: int64(partner.Stats().Errors),
+				}
+				if !o.quiet {
+					fmt.Fprintf(out, "%4.0fs  %-9s  %8d  %8d  %7d  %8d  %9.0f  %8d  %s\n",
+						now.Sub(produceStart).Seconds(), b.State(),
+						cur.admitted-prev.admitted, cur.diverted-prev.diverted, depth,
+						cur.drained-prev.drained, drainer.Rate(), cur.errors-prev.errors, partner.PhaseAt(now).Name)
+				}
+				prev = cur
+			}
 			if ids != nil && (accounted(ids, partner, &c) && depth == 0 || now.After(settleBy)) {
 				done = true
 			}
@@ -302,6 +334,15 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	}
 	wg.Wait()
 
+	sum.RetripsAfterRecovery = tl.tripsAfterRecovery(outageEnd)
+	sum.TimeToFullTrafficS, sum.DrainS = -1, -1
+	if last, ok := tl.lastClose(); ok && b.State() == breaker.StateClosed {
+		sum.TimeToFullTrafficS = round1(max(0, last.Sub(outageEnd).Seconds()))
+	}
+	if rec, ok := tl.recovery(outageEnd); ok && !drainedAt.IsZero() {
+		sum.DrainS = round1(drainedAt.Sub(rec).Seconds())
+	}
+	sum.DrainRatePeak = math.Round(sum.DrainRatePeak)
 	st := partner.Stats()
 	received := partner.Received()
 	sum.Produced = len(ids)
@@ -335,6 +376,62 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 
 type snapshot struct{ admitted, diverted, drained, errors int64 }
 
+func round1(x float64) float64 { return math.Round(x*10) / 10 }
+
+// transitions records the breaker's state changes with their wall time.
+type transitions struct {
+	mu sync.Mutex
+	to []breaker.State
+	at []time.Time
+}
+
+func (t *transitions) add(to breaker.State, at time.Time) {
+	t.mu.Lock()
+	t.to, t.at = append(t.to, to), append(t.at, at)
+	t.mu.Unlock()
+}
+
+// recovery is the first close at or after outageEnd.
+func (t *transitions) recovery(outageEnd time.Time) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, s := range t.to {
+		if s == breaker.StateClosed && !t.at[i].Before(outageEnd) {
+			return t.at[i], true
+		}
+	}
+	return time.Time{}, false
+}
+
+// tripsAfterRecovery counts transitions to open after the recovery.
+func (t *transitions) tripsAfterRecovery(outageEnd time.Time) int {
+	rec, ok := t.recovery(outageEnd)
+	if !ok {
+		return 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for i, s := range t.to {
+		if s == breaker.StateOpen && t.at[i].After(rec) {
+			n++
+		}
+	}
+	return n
+}
+
+// lastClose is the time of the last transition to closed.
+func (t *transitions) lastClose() (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := len(t.to) - 1; i >= 0; i-- {
+		if t.to[i] == breaker.StateClosed {
+			return t.at[i], true
+		}
+	}
+	return time.Time{}, false
+}
+
 // accounted reports whether every produced message reached the partner or was
 // dead-lettered.
 func accounted(ids []string, p *as2partner.Partner, c *counters) bool {
@@ -362,6 +459,10 @@ func script(o options) []as2partner.Phase {
 	if o.fragile > 0 {
 		s = append(s, as2partner.Phase{Name: "fragile", Duration: o.fragile, Mode: as2partner.Fragile,
 			Capacity: o.fragileCapacity, Excess: as2partner.Reject503})
+	}
+	if o.capacityAfter > 0 {
+		return append(s, as2partner.Phase{Name: "recovered", Mode: as2partner.Fragile,
+			Capacity: o.capacityAfter, Excess: as2partner.Reject503})
 	}
 	return append(s, as2partner.Phase{Name: "recovered", Mode: as2partner.Healthy})
 }

@@ -22,6 +22,18 @@ type summary struct {
 	SignedEncrypted int     `json:"signed_encrypted"` // orders the partner processed that were signed and encrypted
 	SignedMDNs      int     `json:"signed_mdns"`      // signed MDNs the partner returned
 	ElapsedS        float64 `json:"elapsed_s"`
+	// RetripsAfterRecovery counts trips after the breaker first closed once
+	// the outage was over: trips the drain (or the fragile phase) caused.
+	RetripsAfterRecovery int `json:"retrips_after_recovery"`
+	// TimeToFullTrafficS runs from the end of the outage to the breaker's
+	// last close (full traffic admitted from then on); -1 if it never closed.
+	TimeToFullTrafficS float64 `json:"time_to_full_traffic_s"`
+	// DrainS runs from recovery (the breaker's first close after the
+	// outage) to a backlog of 0; -1 if the backlog never emptied.
+	DrainS float64 `json:"drain_s"`
+	// DrainRatePeak is the highest drain rate limit the adaptive control
+	// reached, in messages/s.
+	DrainRatePeak float64 `json:"drain_rate_peak"`
 }
 
 func (s *summary) writeFile(path string) error {
@@ -41,4 +53,6 @@ func (s *summary) print(w io.Writer) {
 	fmt.Fprintf(w, "signed and encrypted %d, signed MDNs %d\n", s.SignedEncrypted, s.SignedMDNs)
 	fmt.Fprintf(w, "trips %d, diverted %d, drained %d, backlog peak %d, partner errors %d, elapsed %.1fs\n",
 		s.Trips, s.Diverted, s.Drained, s.BacklogPeak, s.PartnerErrors, s.ElapsedS)
+	fmt.Fprintf(w, "re-trips after recovery %d, time to full traffic %.1fs, drain %.1fs, peak drain rate %.0f/s\n",
+		s.RetripsAfterRecovery, s.TimeToFullTrafficS, s.DrainS, s.DrainRatePeak)
 }

@@ -1,0 +1,906 @@
+package breaker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Defaults of the [FleetConfig] fields.
+const (
+	DefaultFleetOpTimeout       = 2 * time.Second        // FleetConfig.OpTimeout
+	DefaultFleetResyncInterval  = 1 * time.Second        // FleetConfig.ResyncInterval
+	DefaultFleetNoSlotBackoff   = 20 * time.Millisecond  // FleetConfig.NoSlotBackoff
+	DefaultFallbackProbes       = 1                      // FleetConfig.FallbackProbes
+	DefaultFallbackAfter        = 2 * time.Second        // FleetConfig.FallbackAfter
+	minProbeLeaseTTL            = time.Second            // NATS per-key TTLs are whole seconds
+	fleetReasonPrefix           = "fleet: "              // transitions applied from the store
+	fleetHalfOpenSkew           = 250 * time.Millisecond // tolerated clock skew when leaving open
+	fleetMaxCASAttempts         = 8
+	fleetPendingEventsCap       = 64
+	fleetReasonForcedOpen       = "forced open"   // Breaker.ForceOpen's reason
+	fleetReasonForcedClosed     = "forced closed" // Breaker.ForceClose's reason
+	fleetReasonReset            = "reset"         // Breaker.Reset's reason
+	fleetReasonHealthCheckEnded = "health check passed"
+)
+
+// FleetConfig configures [JoinFleet].
+type FleetConfig struct {
+	// Store holds the shared state and the probe leases. Required.
+	Store Store
+
+	// Replica names this process in the shared state and its probe leases
+	// (for operators). Optional. Default a random name "replica-xxxxxxxx".
+	Replica string
+
+	// ProbeLeaseTTL is how long a probe slot stays held without being
+	// released: the slot of a replica that crashed with a probe in flight
+	// frees itself after it. Optional. Default the breaker's MaxProbeWait;
+	// range >= 1s (NATS per-key TTLs are whole seconds).
+	ProbeLeaseTTL time.Duration
+
+	// OpTimeout bounds every store call. Optional. Default 2s; range > 0.
+	OpTimeout time.Duration
+
+	// ResyncInterval is how often the fleet re-reads the shared state (and,
+	// while the store is unreachable, tries it again). It bounds the delay
+	// to learn a change if a watch update is lost. Optional. Default 1s;
+	// range > 0. Ignored with Inline.
+	ResyncInterval time.Duration
+
+	// NoSlotBackoff is how long a replica that found every probe slot held
+	// rejects probes without asking the store again. Optional. Default 20ms;
+	// range > 0.
+	NoSlotBackoff time.Duration
+
+	// FallbackAfter is how long the store must keep failing before the
+	// replica falls back to its local breaker. Meanwhile (a NATS node
+	// failing over, a reconnect) probes are refused rather than admitted
+	// without a lease, and closed-state traffic flows as usual. Optional.
+	// Default 2s; range > 0.
+	FallbackAfter time.Duration
+
+	// FallbackProbes is the most probes in flight on this replica while the
+	// store is unreachable (the local breaker's cap applies too), so a fleet
+	// cut off from its store never admits unbounded probes. Optional.
+	// Default 1; range 1..ProbeConcurrency.
+	FallbackProbes int
+
+	// Inline runs every store call in the goroutine that caused it and
+	// starts no goroutine or timer, for simulations on virtual time with a
+	// [MemoryStore] whose watchers are called synchronously. Optional.
+	// Default false.
+	Inline bool
+}
+
+func (c *FleetConfig) setDefaults(b *Breaker) {
+	if c.Replica == "" {
+		c.Replica = fmt.Sprintf("replica-%08x", rand.Uint32())
+	}
+	if c.ProbeLeaseTTL == 0 {
+		c.ProbeLeaseTTL = max(minProbeLeaseTTL, b.cfg.MaxProbeWait)
+	}
+	c.setDefaultsStatic()
+}
+
+// Validate reports whether the configuration, with its zero fields at their
+// defaults, is usable. It does not modify c. Errors wrap [ErrInvalidConfig]
+// and name the field and the allowed range. [JoinFleet] also checks
+// FallbackProbes against the breaker's ProbeConcurrency.
+func (c *FleetConfig) Validate() error {
+	cc := *c
+	if cc.ProbeLeaseTTL == 0 {
+		cc.ProbeLeaseTTL = minProbeLeaseTTL
+	}
+	cc.Replica = "x"
+	cc.setDefaultsStatic()
+	return cc.validate(maxProbes)
+}
+
+func (c *FleetConfig) setDefaultsStatic() {
+	if c.OpTimeout == 0 {
+		c.OpTimeout = DefaultFleetOpTimeout
+	}
+	if c.ResyncInterval == 0 {
+		c.ResyncInterval = DefaultFleetResyncInterval
+	}
+	if c.NoSlotBackoff == 0 {
+		c.NoSlotBackoff = DefaultFleetNoSlotBackoff
+	}
+	if c.FallbackProbes == 0 {
+		c.FallbackProbes = DefaultFallbackProbes
+	}
+	if c.FallbackAfter == 0 {
+		c.FallbackAfter = DefaultFallbackAfter
+	}
+}
+
+// validate requires defaults set; probes is the breaker's probe cap.
+func (c *FleetConfig) validate(probes int) error {
+	switch {
+	case c.Store == nil:
+		return invalid("FleetConfig.Store", nil, "non-nil (required)")
+	case c.ProbeLeaseTTL < minProbeLeaseTTL:
+		return invalid("FleetConfig.ProbeLeaseTTL", c.ProbeLeaseTTL, ">= 1s")
+	case c.OpTimeout <= 0:
+		return invalid("FleetConfig.OpTimeout", c.OpTimeout, "> 0")
+	case c.ResyncInterval <= 0:
+		return invalid("FleetConfig.ResyncInterval", c.ResyncInterval, "> 0")
+	case c.NoSlotBackoff <= 0:
+		return invalid("FleetConfig.NoSlotBackoff", c.NoSlotBackoff, "> 0")
+	case c.FallbackAfter <= 0:
+		return invalid("FleetConfig.FallbackAfter", c.FallbackAfter, "> 0")
+	case c.FallbackProbes < 1 || c.FallbackProbes > probes:
+		return invalid("FleetConfig.FallbackProbes", c.FallbackProbes, fmt.Sprintf("1..ProbeConcurrency (%d)", probes))
+	}
+	return nil
+}
+
+// Fleet connects one [Breaker] to the breakers of the same [Config.Name] in
+// other processes through a [Store]. See [JoinFleet].
+type Fleet struct {
+	b     *Breaker
+	cfg   FleetConfig
+	store Store
+	name  string
+	ctx   context.Context
+	stop  context.CancelFunc
+	done  chan struct{}
+	wake  chan struct{}
+
+	removeListener func()
+
+	connected   atomic.Bool
+	epoch       atomic.Uint64 // f.rec.Epoch, readable under the breaker's lock
+	recState    atomic.Int32  // f.rec.State
+	noSlotUntil atomic.Int64  // breaker ns
+	failingFrom atomic.Int64  // 1 + breaker ns of the first failure in a row, 0: none
+
+	applyMu sync.Mutex // serialises applyLatest; taken before mu
+
+	mu       sync.Mutex
+	rec      SharedState
+	rev      uint64
+	events   []Transition
+	goods    []uint64 // epochs of good leased probes to count
+	releases []ProbeLease
+	leases   map[uint64]heldLease // by ledger id
+	watching bool
+	resync   bool
+	stepping bool
+	dirty    bool
+	applied  appliedKey
+	stats    FleetStats
+}
+
+type heldLease struct {
+	lease ProbeLease
+	epoch uint64
+}
+
+type appliedKey struct {
+	rev       uint64
+	epoch     uint64
+	successes int
+}
+
+// FleetStats counts what a [Fleet] did, for tests and metrics.
+type FleetStats struct {
+	// Published counts transitions this replica wrote to the store.
+	Published uint64
+	// Adopted counts shared states applied to the local breaker.
+	Adopted uint64
+	// StaleCAS counts compare-and-swaps that lost to another writer.
+	StaleCAS uint64
+	// LeasesAcquired counts probe slots taken; NoSlot the refusals.
+	LeasesAcquired, NoSlot uint64
+	// LocalProbes counts probes admitted without a lease while the store
+	// was unreachable.
+	LocalProbes uint64
+	// StoreErrors counts failed store calls.
+	StoreErrors uint64
+}
+
+// JoinFleet makes b share its state with every breaker of the same name
+// that joined the fleet through the same store, and returns the [Fleet].
+//
+// What is shared: the state, the open-until time, the trip count driving the
+// backoff, the ramp start and the probe budget. What stays local: the
+// closed-state hot path (Allow and reporting a success on a closed breaker
+// never touch the store) and the sliding window. A replica whose window
+// trips publishes the trip with a compare-and-swap on the store's revision;
+// the others learn of it through the store's watch (or at the latest after
+// ResyncInterval) and open until the same time. When the window ends every
+// replica becomes half-open; each probe first takes one of the fleet's
+// [Config.ProbeConcurrency] probe slots, a lease that expires after
+// ProbeLeaseTTL, so at most ProbeConcurrency probes are in flight across the
+// fleet. Good probes anywhere count toward one shared count of consecutive
+// successes; reaching [Config.SuccessesToClose] closes the fleet (or starts
+// the ramp or adaptive recovery of every replica at the same time); a bad
+// probe anywhere reopens it with the next window of the shared ladder. Two
+// writers racing: the one with a stale revision loses, reloads and merges
+// (a trip on top of a closed or half-open state still trips; anything on
+// top of a newer trip adopts it).
+//
+// If the store is unreachable, the replica falls back to its local breaker:
+// traffic flows or stops by local evidence alone, probes are capped at
+// FallbackProbes in flight on this replica, and it reconciles with the
+// shared state when the store answers again (a local trip made meanwhile
+// is published; otherwise the shared state is adopted).
+//
+// A probe admission waits for one store round trip (taking the lease,
+// bounded by OpTimeout); nothing else a caller does waits for the store:
+// publishing, watching and releasing run on the fleet's own goroutine.
+// Keep the probe's call timeout below ProbeLeaseTTL, or a probe outliving
+// its lease lets another replica's probe take its slot.
+//
+// All replicas must read the same clock (the wall clock in production;
+// their clocks' skew adds to the convergence delay). JoinFleet reads the
+// shared state once (adopting it) unless the store is unreachable, in which
+// case it starts in fallback. It returns an error wrapping
+// [ErrInvalidConfig] for a bad cfg, or [ErrFleetJoined].
+func JoinFleet(b *Breaker, cfg FleetConfig) (*Fleet, error) {
+	cfg.setDefaults(b)
+	if err := cfg.validate(b.probeCap()); err != nil {
+		return nil, fmt.Errorf("invalid config: %w", err)
+	}
+	f := &Fleet{
+		b: b, cfg: cfg, store: cfg.Store, name: b.cfg.Name,
+		done: make(chan struct{}), wake: make(chan struct{}, 1),
+		leases: map[uint64]heldLease{},
+	}
+	f.ctx, f.stop = context.WithCancel(context.Background())
+	if !b.fleet.CompareAndSwap(nil, f) {
+		f.stop()
+		return nil, ErrFleetJoined
+	}
+	f.removeListener = b.AddListener(f.onTransition)
+	f.mu.Lock()
+	f.resync = true
+	f.mu.Unlock()
+	if cfg.Inline {
+		close(f.done)
+		f.step()
+	} else {
+		f.step()
+		go f.loop()
+	}
+	return f, nil
+}
+
+// Replica returns [FleetConfig.Replica].
+func (f *Fleet) Replica() string { return f.cfg.Replica }
+
+// Connected reports whether the last store call succeeded; false means the
+// breaker runs on local evidence (fallback).
+func (f *Fleet) Connected() bool { return f.connected.Load() }
+
+// Shared returns the last shared state this replica read or wrote, and its
+// revision.
+func (f *Fleet) Shared() (SharedState, uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.rec, f.rev
+}
+
+// Stats returns the fleet's counters.
+func (f *Fleet) Stats() FleetStats {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.stats
+}
+
+// Leave detaches the breaker from the fleet: it keeps working on local
+// evidence alone. Probe leases still held are released (best effort).
+// Leave is idempotent.
+func (f *Fleet) Leave() {
+	if !f.b.fleet.CompareAndSwap(f, nil) {
+		return
+	}
+	f.removeListener()
+	f.stop()
+	<-f.done
+	f.mu.Lock()
+	rel := f.releases
+	for _, l := range f.leases {
+		rel = append(rel, l.lease)
+	}
+	f.releases, f.leases = nil, map[uint64]heldLease{}
+	f.mu.Unlock()
+	for _, l := range rel {
+		ctx, cancel := context.WithTimeout(context.Background(), f.cfg.OpTimeout)
+		_ = f.store.ReleaseProbe(ctx, l)
+		cancel()
+	}
+}
+
+// ---- hooks called by the breaker ----
+
+// onTransition queues a local transition for publication.
+func (f *Fleet) onTransition(t Transition) {
+	if strings.HasPrefix(t.Reason, fleetReasonPrefix) {
+		return // applied from the store
+	}
+	f.mu.Lock()
+	if len(f.events) >= fleetPendingEventsCap { // store unreachable for long: keep the latest
+		f.events = append(f.events[:0], f.events[len(f.events)-fleetPendingEventsCap/2:]...)
+	}
+	f.events = append(f.events, t)
+	f.mu.Unlock()
+	f.kick()
+}
+
+// allow admits a half-open probe against the fleet's budget. ok is false
+// when the breaker is not admitting capped probes, and the breaker then
+// takes its own path.
+func (f *Fleet) allow(now int64) (p Permit, err error, ok bool) {
+	b := f.b
+	for attempt := 0; attempt < 2; attempt++ {
+		b.mu.Lock()
+		b.advanceLocked(now)
+		if b.state != StateHalfOpen || b.ho.stage != stageProbes {
+			b.armLocked(now)
+			b.unlockAndDispatch()
+			return Permit{}, nil, false
+		}
+		if !f.connected.Load() {
+			if b.led.open >= min(b.probeCap(), f.cfg.FallbackProbes) {
+				b.unlockAndDispatch()
+				return Permit{}, b.errProbe, true
+			}
+			p, err = b.admitHalfOpenLocked(now)
+			b.armLocked(now)
+			b.unlockAndDispatch()
+			if err == nil {
+				f.mu.Lock()
+				f.stats.LocalProbes++
+				f.mu.Unlock()
+			}
+			return p, err, true
+		}
+		if b.led.open >= b.probeCap() || now < f.noSlotUntil.Load() {
+			b.unlockAndDispatch()
+			return Permit{}, b.errProbe, true
+		}
+		gen := b.gen
+		b.unlockAndDispatch()
+		if State(f.recState.Load()) != StateHalfOpen {
+			// Probe only once the fleet is half-open: the transition is
+			// being published (or lost to a newer trip, adopted soon).
+			f.kick()
+			return Permit{}, b.errProbe, true
+		}
+		epoch := f.epoch.Load()
+		ctx, cancel := context.WithTimeout(f.ctx, f.cfg.OpTimeout)
+		lease, lerr := f.store.AcquireProbe(ctx, f.name, b.probeCap(), f.cfg.ProbeLeaseTTL, f.cfg.Replica)
+		cancel()
+		if errors.Is(lerr, ErrNoProbeSlot) {
+			f.noSlotUntil.Store(now + int64(f.cfg.NoSlotBackoff))
+			f.mu.Lock()
+			f.stats.NoSlot++
+			f.mu.Unlock()
+			return Permit{}, b.errProbe, true
+		}
+		if lerr != nil {
+			f.storeFailed()
+			if f.connected.Load() {
+				return Permit{}, b.errProbe, true // not yet FallbackAfter
+			}
+			continue // fall back to the local cap
+		}
+		f.storeOK()
+		b.mu.Lock()
+		b.advanceLocked(now)
+		if b.gen != gen || b.state != StateHalfOpen || b.ho.stage != stageProbes || b.led.open >= b.probeCap() {
+			b.armLocked(now)
+			b.unlockAndDispatch()
+			f.mu.Lock()
+			f.releases = append(f.releases, lease)
+			f.mu.Unlock()
+			f.kick()
+			return Permit{}, b.errProbe, true
+		}
+		p, err = b.admitHalfOpenLocked(now)
+		if err == nil {
+			f.mu.Lock()
+			f.leases[p.tag&^probeFlag] = heldLease{lease: lease, epoch: epoch}
+			f.stats.LeasesAcquired++
+			f.mu.Unlock()
+		}
+		b.armLocked(now)
+		b.unlockAndDispatch()
+		return p, err, true
+	}
+	return Permit{}, b.errProbe, true
+}
+
+// probeDone releases a reported probe's lease and counts a good one toward
+// the shared consecutive successes. Called without the breaker's lock.
+func (f *Fleet) probeDone(p Permit, o Outcome, lat time.Duration) {
+	id := p.tag &^ probeFlag
+	f.mu.Lock()
+	h, ok := f.leases[id]
+	if ok {
+		delete(f.leases, id)
+		f.releases = append(f.releases, h.lease)
+		if o == OutcomeSuccess && lat <= f.b.slowNs {
+			f.goods = append(f.goods, h.epoch)
+		}
+	}
+	f.mu.Unlock()
+	if ok {
+		f.kick()
+	}
+}
+
+// ---- the worker ----
+
+func (f *Fleet) kick() {
+	if f.cfg.Inline {
+		f.step()
+		return
+	}
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (f *Fleet) loop() {
+	defer close(f.done)
+	t := time.NewTicker(f.cfg.ResyncInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-f.ctx.Done():
+			return
+		case <-f.wake:
+		case <-t.C:
+			f.mu.Lock()
+			f.resync = true
+			f.mu.Unlock()
+		}
+		f.step()
+	}
+}
+
+// storeFailed records a failed store call; the replica falls back once
+// the store has failed for FallbackAfter.
+func (f *Fleet) storeFailed() {
+	now := f.b.nowNs()
+	from := f.failingFrom.Load() // now+1 of the first failure, 0: none
+	if from == 0 {
+		f.failingFrom.CompareAndSwap(0, now+1)
+		from = now + 1
+	}
+	if now-(from-1) >= int64(f.cfg.FallbackAfter) {
+		f.connected.Store(false)
+	}
+	f.mu.Lock()
+	f.stats.StoreErrors++
+	f.resync = true
+	f.mu.Unlock()
+}
+
+// storeOK records a store call that succeeded.
+func (f *Fleet) storeOK() {
+	f.failingFrom.Store(0)
+	f.connected.Store(true)
+}
+
+func (f *Fleet) opCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(f.ctx, f.cfg.OpTimeout)
+}
+
+// step processes what is pending: lease releases, a resync, local
+// transitions to publish, good probes to count, and the shared state to
+// apply. Only one step runs at a time; a step requested meanwhile runs next.
+func (f *Fleet) step() {
+	f.mu.Lock()
+	if f.stepping {
+		f.dirty = true
+		f.mu.Unlock()
+		return
+	}
+	f.stepping = true
+	f.mu.Unlock()
+	for {
+		f.stepOnce()
+		f.mu.Lock()
+		if !f.dirty || f.ctx.Err() != nil {
+			f.stepping = false
+			f.mu.Unlock()
+			return
+		}
+		f.dirty = false
+		f.mu.Unlock()
+	}
+}
+
+func (f *Fleet) stepOnce() {
+	if f.ctx.Err() != nil {
+		return
+	}
+	// Latency matters most for a trip: apply a newer shared state (local,
+	// no I/O) and publish local transitions before anything else.
+	f.mu.Lock()
+	evs := f.events
+	f.events = nil
+	resync := f.resync || !f.connected.Load()
+	f.resync = false
+	f.mu.Unlock()
+	if len(evs) == 0 && !resync {
+		f.applyLatest()
+	}
+	if resync && !f.reload() {
+		f.requeueEvents(evs)
+		return
+	}
+	for i, ev := range evs {
+		if !f.publish(ev) {
+			f.requeueEvents(evs[i:])
+			return
+		}
+	}
+	f.applyLatest()
+	if resync {
+		f.startWatch()
+	}
+
+	f.mu.Lock()
+	goods, rel := f.goods, f.releases
+	f.goods, f.releases = nil, nil
+	f.mu.Unlock()
+	for i, e := range goods {
+		if !f.countGood(e) {
+			f.mu.Lock()
+			f.goods = append(goods[i:len(goods):len(goods)], f.goods...)
+			f.releases = append(rel[:len(rel):len(rel)], f.releases...)
+			f.mu.Unlock()
+			return
+		}
+	}
+	f.applyLatest()
+	for i, l := range rel {
+		ctx, cancel := f.opCtx()
+		err := f.store.ReleaseProbe(ctx, l)
+		cancel()
+		if err != nil {
+			f.storeFailed()
+			f.mu.Lock()
+			f.releases = append(rel[i:len(rel):len(rel)], f.releases...) // retried; the TTL frees them anyway
+			f.mu.Unlock()
+			return
+		}
+	}
+}
+
+func (f *Fleet) requeueEvents(evs []Transition) {
+	if len(evs) == 0 {
+		return
+	}
+	f.mu.Lock()
+	f.events = append(evs[:len(evs):len(evs)], f.events...)
+	f.mu.Unlock()
+}
+
+// reload reads the shared state; false when the store is unreachable.
+func (f *Fleet) reload() bool {
+	ctx, cancel := f.opCtx()
+	st, rev, err := f.store.Load(ctx, f.name)
+	cancel()
+	if err != nil {
+		f.storeFailed()
+		return false
+	}
+	f.storeOK()
+	f.setRec(st, rev)
+	return true
+}
+
+// setRec records a shared state read or written, unless an older revision.
+func (f *Fleet) setRec(st SharedState, rev uint64) {
+	f.mu.Lock()
+	if rev >= f.rev || rev == 0 {
+		f.rec, f.rev = st, rev
+		f.epoch.Store(st.Epoch)
+		f.recState.Store(int32(st.State))
+	}
+	f.mu.Unlock()
+}
+
+func (f *Fleet) startWatch() {
+	f.mu.Lock()
+	if f.watching {
+		f.mu.Unlock()
+		return
+	}
+	f.watching = true
+	f.mu.Unlock()
+	err := f.store.Watch(f.ctx, f.name, func(st SharedState, rev uint64, err error) {
+		if err != nil {
+			f.mu.Lock()
+			f.watching = false
+			f.mu.Unlock()
+			f.storeFailed()
+			f.kick()
+			return
+		}
+		f.mu.Lock()
+		newer := rev > f.rev
+		f.mu.Unlock()
+		if newer {
+			f.setRec(st, rev)
+			f.mu.Lock()
+			quiet := len(f.events) == 0
+			f.mu.Unlock()
+			if quiet && !f.cfg.Inline {
+				f.applyLatest() // at once, without waiting for the worker
+			}
+			f.kick()
+		}
+	})
+	if err != nil {
+		f.mu.Lock()
+		f.watching = false
+		f.mu.Unlock()
+		f.storeFailed()
+	}
+}
+
+// publish merges one local transition into the shared state with
+// compare-and-swap, retrying on a stale revision. It returns false when the
+// store is unreachable.
+func (f *Fleet) publish(ev Transition) bool {
+	for range fleetMaxCASAttempts {
+		f.mu.Lock()
+		cur, rev := f.rec, f.rev
+		f.mu.Unlock()
+		next, ok := f.merge(cur, ev)
+		if !ok {
+			return true // adopt cur, applied by applyLatest
+		}
+		ctx, cancel := f.opCtx()
+		nrev, err := f.store.CompareAndSwap(ctx, f.name, next, rev)
+		cancel()
+		switch {
+		case err == nil:
+			f.storeOK()
+			f.setRec(next, nrev)
+			f.mu.Lock()
+			f.stats.Published++
+			f.mu.Unlock()
+			return true
+		case errors.Is(err, ErrStaleRevision):
+			f.mu.Lock()
+			f.stats.StaleCAS++
+			f.mu.Unlock()
+			if !f.reload() {
+				return false
+			}
+		default:
+			f.storeFailed()
+			return false
+		}
+	}
+	return true // lost too many races: the shared state wins
+}
+
+// merge returns the shared state to write for local transition ev on top of
+// r, or ok=false when r already says as much or more and is to be adopted:
+// a transition older than r (beyond the tolerated clock skew), a trip on
+// top of a newer trip, a half-open before r's window ends, a clean close
+// of a fleet that is not half-open.
+func (f *Fleet) merge(r SharedState, ev Transition) (next SharedState, ok bool) {
+	c := &f.b.cfg
+	next = r
+	next.Epoch = r.Epoch + 1
+	next.By = f.cfg.Replica
+	next.Reason = ev.Reason
+	next.UpdatedAt = ev.At
+	next.Successes = 0
+	next.RampStart = time.Time{}
+	if !r.UpdatedAt.IsZero() && ev.At.Add(fleetHalfOpenSkew).Before(r.UpdatedAt) {
+		// The fleet moved on after this transition (one queued while the
+		// store was unreachable): it is history, not news.
+		return r, false
+	}
+	openNow := r.State == StateOpen && (r.Forced || r.OpenUntil.After(ev.At))
+	switch ev.To {
+	case StateOpen:
+		if ev.Reason == fleetReasonForcedOpen {
+			if r.State == StateOpen && r.Forced {
+				return r, false
+			}
+			next.State, next.Forced, next.OpenUntil, next.Window = StateOpen, true, time.Time{}, 0
+			return next, true
+		}
+		if openNow {
+			return r, false // someone tripped first: adopt their window
+		}
+		next.State, next.Forced = StateOpen, false
+		next.Trips = r.Trips + 1
+		next.Window = c.jittered(c.step(next.Trips), JitterDraw(f.b.seed, next.Epoch))
+		next.OpenUntil = ev.At.Add(next.Window)
+		return next, true
+	case StateHalfOpen:
+		if r.State != StateOpen || r.Forced {
+			return r, false
+		}
+		if r.OpenUntil.After(ev.At.Add(fleetHalfOpenSkew)) && ev.Reason != fleetReasonHealthCheckEnded {
+			return r, false // a newer trip: stay open
+		}
+		next.State, next.OpenUntil = StateHalfOpen, time.Time{}
+		return next, true
+	default: // closed
+		switch ev.Reason {
+		case fleetReasonReset:
+			if r.State == StateClosed && r.Trips == 0 && !r.Forced {
+				return r, false
+			}
+			next.State, next.Trips, next.Forced, next.OpenUntil, next.Window = StateClosed, 0, false, time.Time{}, 0
+			return next, true
+		case fleetReasonForcedClosed:
+			if r.State == StateClosed && !r.Forced {
+				return r, false
+			}
+			next.State, next.Forced, next.OpenUntil = StateClosed, false, time.Time{}
+			return next, true
+		}
+		if r.State != StateHalfOpen {
+			return r, false // closed already, or reopened by another replica
+		}
+		next.State, next.Trips, next.OpenUntil = StateClosed, 0, time.Time{}
+		return next, true
+	}
+}
+
+// countGood adds one good probe admitted in epoch to the shared count; the
+// one that reaches the count needed closes the fleet (or starts its ramp).
+// It returns false when the store is unreachable.
+func (f *Fleet) countGood(epoch uint64) bool {
+	b := f.b
+	for range fleetMaxCASAttempts {
+		f.mu.Lock()
+		r, rev := f.rec, f.rev
+		f.mu.Unlock()
+		if r.State != StateHalfOpen || r.Epoch != epoch || !r.RampStart.IsZero() {
+			return true // from an earlier period, or the probes already passed
+		}
+		now := b.clock.Now()
+		next := r
+		next.Successes++
+		next.By, next.UpdatedAt = f.cfg.Replica, now
+		if next.Successes >= b.probesToPass() {
+			next.Epoch++
+			next.Reason = fmt.Sprintf("%d consecutive good probes across the fleet", next.Successes)
+			if b.cfg.HalfOpenPolicy == HalfOpenRamp || b.cfg.HalfOpenPolicy == HalfOpenAdaptive {
+				next.RampStart = now
+			} else {
+				next.State, next.Trips, next.Window = StateClosed, 0, r.Window
+			}
+		}
+		ctx, cancel := f.opCtx()
+		nrev, err := f.store.CompareAndSwap(ctx, f.name, next, rev)
+		cancel()
+		switch {
+		case err == nil:
+			f.storeOK()
+			f.setRec(next, nrev)
+			return true
+		case errors.Is(err, ErrStaleRevision):
+			f.mu.Lock()
+			f.stats.StaleCAS++
+			f.mu.Unlock()
+			if !f.reload() {
+				return false
+			}
+		default:
+			f.storeFailed()
+			return false
+		}
+	}
+	return true
+}
+
+// applyLatest applies the latest shared state to the local breaker if it
+// has not been applied yet.
+func (f *Fleet) applyLatest() {
+	f.applyMu.Lock() // applied in order, by the worker or the watch
+	defer f.applyMu.Unlock()
+	f.mu.Lock()
+	r, rev := f.rec, f.rev
+	key := appliedKey{rev: rev, epoch: r.Epoch, successes: r.Successes}
+	if key == f.applied || rev == 0 {
+		f.mu.Unlock()
+		return
+	}
+	progress := key.epoch == f.applied.epoch && key.successes != f.applied.successes
+	f.applied = key
+	f.stats.Adopted++
+	f.mu.Unlock()
+	f.b.applyShared(r, progress)
+}
+
+// applyShared brings the breaker to the shared state r without publishing
+// (its transitions carry the reason prefix "fleet: "). progress reports a
+// good probe of another replica, which counts as progress for the
+// half-open bound.
+func (b *Breaker) applyShared(r SharedState, progress bool) {
+	now := b.nowNs()
+	b.mu.Lock()
+	reason := fleetReasonPrefix + r.Reason
+	switch r.State {
+	case StateOpen:
+		if r.Forced {
+			b.forced = true
+			if b.state != StateOpen {
+				b.window, b.step = 0, 0
+				b.enterLocked(StateOpen, now, reason, 0)
+			} else {
+				b.openUntil.Store(math.MaxInt64)
+			}
+			break
+		}
+		b.forced = false
+		b.trips = r.Trips
+		b.step = b.cfg.step(max(1, r.Trips))
+		b.window = r.Window
+		b.openUntilNs = b.ns(r.OpenUntil)
+		b.hcHold = false
+		if b.state != StateOpen {
+			b.hcNext = now + int64(b.cfg.HealthCheckInterval)
+			b.enterLocked(StateOpen, now, reason, r.Window)
+		} else {
+			b.openUntil.Store(b.openUntilNs)
+		}
+	case StateHalfOpen:
+		b.forced = false
+		b.trips = r.Trips
+		if b.state != StateHalfOpen {
+			b.enterHalfOpenLocked(now, reason)
+		} else if progress {
+			b.ho.progress = max(b.ho.progress, now)
+		}
+		if !r.RampStart.IsZero() && b.ho.stage == stageProbes &&
+			(b.cfg.HalfOpenPolicy == HalfOpenRamp || b.cfg.HalfOpenPolicy == HalfOpenAdaptive) {
+			b.ho.consec = max(b.ho.consec, r.Successes)
+			b.probesPassedLocked(min(now, b.ns(r.RampStart)))
+		}
+	default:
+		b.forced = false
+		b.trips = r.Trips
+		if b.state != StateClosed {
+			b.enterLocked(StateClosed, now, reason, 0)
+		}
+	}
+	b.advanceLocked(now)
+	b.armLocked(now)
+	b.unlockAndDispatch()
+}
+
+// Resync re-reads the shared state now (and retries a store that was
+// unreachable), instead of waiting for ResyncInterval; with Inline it is
+// the only way back from fallback besides the next transition. It returns
+// whether the store answered.
+func (f *Fleet) Resync() bool {
+	f.mu.Lock()
+	f.resync = true
+	f.mu.Unlock()
+	if f.cfg.Inline {
+		f.step()
+	} else {
+		f.kick()
+		ctx, cancel := f.opCtx()
+		defer cancel()
+		_, _, err := f.store.Load(ctx, f.name)
+		return err == nil
+	}
+	return f.connected.Load()
+}

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/floodgate-go/floodgate/retryqueue"
+)
+
+// Defaults of the flags shared by the commands that work on the retry and
+// dead-letter streams: those of retryqueue.Config.
+const (
+	defaultRetryTopic = "floodgate_retry"
+	defaultDeadTopic  = "floodgate_dead"
+	noTopic           = "(none)" // a message without floodgate_original_topic
+)
+
+// streamFlags are the flags of backlog and purge.
+type streamFlags struct {
+	natsURL    string
+	retryTopic string
+	deadTopic  string
+	format     string
+	timeout    time.Duration
+	progress   bool
+}
+
+func (f *streamFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.natsURL, "nats-url", "", "NATS server `URL` (required), e.g. nats://127.0.0.1:4222")
+	fs.StringVar(&f.retryTopic, "retry-topic", defaultRetryTopic, "retry stream (retryqueue.Config.RetryTopic)")
+	fs.StringVar(&f.deadTopic, "dead-topic", defaultDeadTopic, "dead-letter stream (retryqueue.Config.DeadLetterTopic)")
+	fs.StringVar(&f.format, "format", "table", "output `format`: table or json")
+	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "give up after this long, in (0, 24h]")
+	fs.BoolVar(&f.progress, "progress", false, "draw a progress bar on stderr even when it is not a terminal (it is drawn on a terminal anyway)")
+}
+
+// check validates the shared flags; it returns the message of a usage error.
+func (f *streamFlags) check() string {
+	switch {
+	case f.natsURL == "":
+		return "-nats-url is required"
+	case f.format != "table" && f.format != "json":
+		return fmt.Sprintf("-format: unknown format %q, allowed table or json", f.format)
+	case f.retryTopic == "" || f.deadTopic == "":
+		return "-retry-topic and -dead-topic must not be empty"
+	case f.timeout <= 0 || f.timeout > 24*time.Hour:
+		return fmt.Sprintf("-timeout must be in (0, 24h], got %v", f.timeout)
+	}
+	return ""
+}
+
+// connect opens a connection to the server of f.natsURL. The caller closes
+// it.
+func (f *streamFlags) connect() (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := nats.Connect(f.natsURL, nats.Name("floodgate-cli"), nats.Timeout(5*time.Second))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %s: %w", f.natsURL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
+
+// progressBar draws "label [#####.....] n/total" on a terminal line, at most
+// every 100ms, when enabled; done ends the line.
+type progressBar struct {
+	w       io.Writer
+	label   string
+	total   uint64
+	n       uint64
+	last    time.Time
+	enabled bool
+	drawn   bool
+}
+
+func newProgress(w io.Writer, force bool, label string, total uint64) *progressBar {
+	return &progressBar{w: w, label: label, total: total, enabled: force || isTerminal(w)}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+func (p *progressBar) add(k uint64) {
+	p.n += k
+	if p.enabled && time.Since(p.last) >= 100*time.Millisecond {
+		p.draw()
+	}
+}
+
+func (p *progressBar) draw() {
+	const width = 30
+	total := max(p.total, p.n, 1)
+	fill := int(p.n * width / total)
+	fmt.Fprintf(p.w, "\r%s [%s%s] %d/%d", p.label, strings.Repeat("#", fill), strings.Repeat(".", width-fill), p.n, p.total)
+	p.last, p.drawn = time.Now(), true
+}
+
+func (p *progressBar) done() {
+	if p.enabled {
+		p.draw()
+		fmt.Fprintln(p.w)
+	}
+}
+
+// storedMsg is what the scans need of a stored message.
+type storedMsg struct {
+	seq    uint64
+	header nats.Header
+	at     time.Time
+}
+
+// errStreamNotFound marks a missing stream.
+var errStreamNotFound = errors.New("stream not found")
+
+// scanStream calls fn for every message stored in stream when the scan
+// starts, in sequence order, with direct gets ("the first message at or
+// after seq"): no consumer is created, so it is safe on the work-queue
+// retry stream, whose only consumer must be the drainer's. It returns the
+// number of messages the stream held when the scan started.
+func scanStream(ctx context.Context, js jetstream.JetStream, stream string, prog func(total uint64) *progressBar, fn func(storedMsg) error) (uint64, error) {
+	st, err := js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return 0, fmt.Errorf("%w: %s", errStreamNotFound, stream)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	info := st.CachedInfo()
+	if info.State.Msgs == 0 {
+		return 0, nil
+	}
+	subject := ">"
+	if len(info.Config.Subjects) == 1 {
+		subject = info.Config.Subjects[0]
+	}
+	bar := prog(info.State.Msgs)
+	defer bar.done()
+	last := info.State.LastSeq
+	for seq := info.State.FirstSeq; seq <= last; {
+		raw, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break // nothing at or after seq any more (acked or deleted meanwhile)
+		}
+		if err != nil {
+			return info.State.Msgs, fmt.Errorf("stream %s: read message %d: %w", stream, seq, err)
+		}
+		if raw.Sequence > last {
+			break
+		}
+		if err := fn(storedMsg{seq: raw.Sequence, header: raw.Header, at: raw.Time}); err != nil {
+			return info.State.Msgs, err
+		}
+		bar.add(1)
+		seq = raw.Sequence + 1
+	}
+	return info.State.Msgs, nil
+}
+
+// topicDepth is one original topic's share of a stream.
+type topicDepth struct {
+	OriginalTopic string `json:"original_topic"`
+	Messages      uint64 `json:"messages"`
+	// Oldest is the storage time of its oldest message.
+	Oldest time.Time `json:"oldest"`
+}
+
+// streamDepth is one stream's depth by original topic.
+type streamDepth struct {
+	Stream   string       `json:"stream"`
+	Exists   bool         `json:"exists"`
+	Messages uint64       `json:"messages"`
+	ByTopic  []topicDepth `json:"by_original_topic"`
+}
+
+// backlogReport is the output of "floodgate backlog".
+type backlogReport struct {
+	Retry streamDepth `json:"retry"`
+	Dead  streamDepth `json:"dead"`
+}
+
+const backlogUsage = `Usage: floodgate backlog -nats-url URL [flags]
+
+Shows the retry backlog and the dead letters by original topic (the
+floodgate_original_topic header), with the age of the oldest message of each.
+It reads the streams with direct gets and creates no consumer, so it is safe
+to run beside a live pipeline. A missing stream counts as empty.
+
+Flags:
+`
+
+// runBacklog is "floodgate backlog".
+func runBacklog(args []string, stdout, stderr io.Writer) int {
+	var f streamFlags
+	fs := flag.NewFlagSet("floodgate backlog", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), backlogUsage); fs.PrintDefaults() }
+	f.register(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		return cmdUsageError(stderr, "backlog", "unexpected argument %q (flags only; see -h)", fs.Arg(0))
+	}
+	if msg := f.check(); msg != "" {
+		return cmdUsageError(stderr, "backlog", "%s", msg)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	nc, js, err := f.connect()
+	if err != nil {
+		return cmdError(stderr, "backlog", err)
+	}
+	defer nc.Close()
+
+	var rep backlogReport
+	for _, s := range []struct {
+		name string
+		out  *streamDepth
+	}{{f.retryTopic, &rep.Retry}, {f.deadTopic, &rep.Dead}} {
+		d, err := depthByTopic(ctx, js, s.name, func(total uint64) *progressBar {
+			return newProgress(stderr, f.progress, "scanning "+s.name, total)
+		})
+		if err != nil {
+			return cmdError(stderr, "backlog", err)
+		}
+		*s.out = d
+	}
+	if f.format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(rep); err != nil {
+			return cmdError(stderr, "backlog", err)
+		}
+		return exitOK
+	}
+	writeBacklogTable(stdout, rep, time.Now())
+	return exitOK
+}
+
+// depthByTopic counts stream's messages by original topic.
+func depthByTopic(ctx context.Context, js jetstream.JetStream, stream string, prog func(uint64) *progressBar) (streamDepth, error) {
+	d := streamDepth{Stream: stream, ByTopic: []topicDepth{}}
+	by := map[string]*topicDepth{}
+	_, err := scanStream(ctx, js, stream, prog, func(m storedMsg) error {
+		topic := m.header.Get(retryqueue.MetaOriginalTopic)
+		if topic == "" {
+			topic = noTopic
+		}
+		t := by[topic]
+		if t == nil {
+			t = &topicDepth{OriginalTopic: topic, Oldest: m.at.UTC()}
+			by[topic] = t
+		}
+		t.Messages++
+		d.Messages++
+		return nil
+	})
+	if errors.Is(err, errStreamNotFound) {
+		return d, nil
+	}
+	if err != nil {
+		return d, err
+	}
+	d.Exists = true
+	for _, t := range by {
+		d.ByTopic = append(d.ByTopic, *t)
+	}
+	sort.Slice(d.ByTopic, func(i, j int) bool {
+		if d.ByTopic[i].Messages != d.ByTopic[j].Messages {
+			return d.ByTopic[i].Messages > d.ByTopic[j].Messages
+		}
+		return d.ByTopic[i].OriginalTopic < d.ByTopic[j].OriginalTopic
+	})
+	return d, nil
+}
+
+func writeBacklogTable(w io.Writer, rep backlogReport, now time.Time) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "queue\tstream\toriginal topic\tmessages\toldest\t")
+	for _, s := range []struct {
+		kind string
+		d    streamDepth
+	}{{"retry", rep.Retry}, {"dead", rep.Dead}} {
+		switch {
+		case !s.d.Exists:
+			fmt.Fprintf(tw, "%s\t%s\t(no stream)\t0\t-\t\n", s.kind, s.d.Stream)
+		case len(s.d.ByTopic) == 0:
+			fmt.Fprintf(tw, "%s\t%s\t-\t0\t-\t\n", s.kind, s.d.Stream)
+		}
+		for _, t := range s.d.ByTopic {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t\n", s.kind, s.d.Stream, t.OriginalTopic, t.Messages, age(now, t.Oldest))
+		}
+	}
+	fmt.Fprintf(tw, "total\t\t\t%d\t\t\n", rep.Retry.Messages+rep.Dead.Messages)
+	tw.Flush()
+}
+
+// age formats how long ago t was, to the second.
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return now.Sub(t).Truncate(time.Second).String()
+}
+
+// cmdUsageError reports a bad command line: exit status 2.
+func cmdUsageError(stderr io.Writer, cmd, format string, args ...any) int {
+	fmt.Fprintf(stderr, "floodgate %s: "+format+"\n", append([]any{cmd}, args...)...)
+	fmt.Fprintf(stderr, "Run \"floodgate %s -h\" for the flags.\n", cmd)
+	return exitUsage
+}
+
+// cmdError reports a failure: exit status 1.
+func cmdError(stderr io.Writer, cmd string, err error) int {
+	fmt.Fprintf(stderr, "floodgate %s: %v\n", cmd, err)
+	return exitError
+}

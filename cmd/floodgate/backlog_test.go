@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/floodgate-go/floodgate/internal/natstest"
+	"github.com/floodgate-go/floodgate/retryqueue"
+)
+
+// streams provisions a retry and a dead-letter stream as retryqueue does,
+// with the drainer's durable consumer on the retry stream, and stores
+// messages with the given original topics ("" = no header) in each.
+type streams struct {
+	url, retry, dead string
+	js               jetstream.JetStream
+}
+
+func newStreams(t *testing.T, retry, dead []string) *streams {
+	t.Helper()
+	ctx := context.Background()
+	s := &streams{url: natstest.URL(t), retry: natstest.Name(t, "retry"), dead: natstest.Name(t, "dead")}
+	s.js = natstest.JetStream(t, natstest.Conn(t, s.url))
+	natstest.DeleteStreams(t, s.js, s.retry, s.dead)
+	if err := retryqueue.Provision(ctx, s.js, retryqueue.Config{RetryTopic: s.retry, DeadLetterTopic: s.dead}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.js.CreateOrUpdateConsumer(ctx, s.retry, jetstream.ConsumerConfig{
+		Durable: "floodgate_drainer__" + s.retry, AckPolicy: jetstream.AckExplicitPolicy,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range []struct {
+		name   string
+		topics []string
+	}{{s.retry, retry}, {s.dead, dead}} {
+		for i, topic := range st.topics {
+			m := nats.NewMsg(st.name)
+			m.Data = []byte("ISA*00*...~")
+			m.Header.Set("_watermill_message_uuid", "uuid-"+st.name+"-"+string(rune('a'+i)))
+			if topic != "" {
+				m.Header.Set(retryqueue.MetaOriginalTopic, topic)
+			}
+			if _, err := s.js.PublishMsg(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return s
+}
+
+func (s *streams) flags(extra ...string) []string {
+	return append([]string{"-nats-url", s.url, "-retry-topic", s.retry, "-dead-topic", s.dead}, extra...)
+}
+
+func backlogJSON(t *testing.T, s *streams) backlogReport {
+	t.Helper()
+	code, out, errOut := runCmd(append([]string{"backlog"}, s.flags("-format", "json")...)...)
+	if code != exitOK {
+		t.Fatalf("backlog: exit %d: %s", code, errOut)
+	}
+	var rep backlogReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("backlog JSON: %v\n%s", err, out)
+	}
+	return rep
+}
+
+func counts(d streamDepth) map[string]uint64 {
+	m := map[string]uint64{}
+	for _, t := range d.ByTopic {
+		m[t.OriginalTopic] = t.Messages
+	}
+	return m
+}
+
+func TestBacklogByOriginalTopic(t *testing.T) {
+	s := newStreams(t,
+		[]string{"edi_orders", "geofence_triggers", "edi_orders", "", "edi_orders", "geofence_triggers"},
+		[]string{"edi_orders", "edi_orders"})
+	// A message acked by the drainer leaves a gap in the work-queue stream.
+	st, err := s.js.Stream(context.Background(), s.retry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteMsg(context.Background(), 3); err != nil {
+		t.Fatal(err)
+	}
+
+	rep := backlogJSON(t, s)
+	if rep.Retry.Stream != s.retry || !rep.Retry.Exists || rep.Retry.Messages != 5 {
+		t.Errorf("retry %+v, want 5 messages", rep.Retry)
+	}
+	if got := counts(rep.Retry); len(got) != 3 || got["edi_orders"] != 2 || got["geofence_triggers"] != 2 || got[noTopic] != 1 {
+		t.Errorf("retry by topic %v", got)
+	}
+	if rep.Retry.ByTopic[0].Oldest.IsZero() || time.Since(rep.Retry.ByTopic[0].Oldest) > time.Minute {
+		t.Errorf("oldest %v", rep.Retry.ByTopic[0].Oldest)
+	}
+	if got := counts(rep.Dead); rep.Dead.Messages != 2 || len(got) != 1 || got["edi_orders"] != 2 {
+		t.Errorf("dead %+v", rep.Dead)
+	}
+
+	// Only the drainer's consumer exists on the work-queue stream afterwards.
+	names := st.ConsumerNames(context.Background())
+	var cons []string
+	for n := range names.Name() {
+		cons = append(cons, n)
+	}
+	if len(cons) != 1 || cons[0] != "floodgate_drainer__"+s.retry {
+		t.Errorf("consumers on the retry stream: %v", cons)
+	}
+
+	code, out, errOut := runCmd(append([]string{"backlog"}, s.flags("-progress")...)...)
+	if code != exitOK {
+		t.Fatalf("table: exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"original topic", "edi_orders", "geofence_triggers", noTopic, s.dead} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 6 || strings.Join(strings.Fields(lines[5]), " ") != "total 7" {
+		t.Errorf("table: want a header, 4 rows and the total 7:\n%s", out)
+	}
+	if !strings.Contains(errOut, "scanning "+s.retry) || !strings.Contains(errOut, "5/5") || !strings.Contains(errOut, "#") {
+		t.Errorf("progress bar on stderr: %q", errOut)
+	}
+}
+
+func TestBacklogMissingStreams(t *testing.T) {
+	url := natstest.URL(t)
+	code, out, errOut := runCmd("backlog", "-nats-url", url, "-retry-topic", natstest.Name(t, "none"), "-dead-topic", natstest.Name(t, "none"), "-format", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var rep backlogReport
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Retry.Exists || rep.Dead.Exists || rep.Retry.Messages != 0 {
+		t.Errorf("missing streams: %v %+v", err, rep)
+	}
+}
+
+func TestPurge(t *testing.T) {
+	s := newStreams(t,
+		[]string{"edi_orders", "geofence_triggers", "edi_orders"},
+		[]string{"edi_orders", "geofence_triggers", "edi_orders", "edi_orders"})
+
+	code, _, errOut := runCmd(append([]string{"purge"}, s.flags()...)...)
+	if code != exitUsage || !strings.Contains(errOut, "-yes") {
+		t.Errorf("without -yes: exit %d, %q", code, errOut)
+	}
+	if rep := backlogJSON(t, s); rep.Dead.Messages != 4 {
+		t.Fatalf("refused purge removed messages: %+v", rep.Dead)
+	}
+
+	code, out, errOut := runCmd(append([]string{"purge"}, s.flags("-dry-run", "-original-topic", "edi_orders", "-format", "json")...)...)
+	var pr purgeReport
+	if code != exitOK || json.Unmarshal([]byte(out), &pr) != nil || pr.Selected != 3 || pr.Purged != 0 || !pr.DryRun || pr.Stream != s.dead {
+		t.Errorf("dry run: exit %d, %+v, %q", code, pr, errOut)
+	}
+
+	code, out, errOut = runCmd(append([]string{"purge"}, s.flags("-yes", "-original-topic", "edi_orders", "-format", "json", "-progress")...)...)
+	pr = purgeReport{}
+	if code != exitOK || json.Unmarshal([]byte(out), &pr) != nil || pr.Selected != 3 || pr.Purged != 3 {
+		t.Errorf("purge by topic: exit %d, %+v, %q", code, pr, errOut)
+	}
+	if !strings.Contains(errOut, "purging "+s.dead) || !strings.Contains(errOut, "3/3") {
+		t.Errorf("progress: %q", errOut)
+	}
+	rep := backlogJSON(t, s)
+	if got := counts(rep.Dead); rep.Dead.Messages != 1 || got["geofence_triggers"] != 1 {
+		t.Errorf("dead after purge by topic: %+v", rep.Dead)
+	}
+	if rep.Retry.Messages != 3 {
+		t.Errorf("retry touched: %+v", rep.Retry)
+	}
+
+	code, out, errOut = runCmd(append([]string{"purge"}, s.flags("-yes", "-queue", "retry")...)...)
+	if code != exitOK || !strings.Contains(out, "purged 3 messages from "+s.retry) {
+		t.Errorf("purge retry: exit %d, %q, %q", code, out, errOut)
+	}
+	code, out, _ = runCmd(append([]string{"purge"}, s.flags("-yes", "-older-than", "1h")...)...)
+	if code != exitOK || !strings.Contains(out, "purged 0 messages") {
+		t.Errorf("purge older than 1h: exit %d, %q", code, out)
+	}
+	rep = backlogJSON(t, s)
+	if rep.Retry.Messages != 0 || rep.Dead.Messages != 1 {
+		t.Errorf("after purges: retry %d, dead %d; want 0, 1", rep.Retry.Messages, rep.Dead.Messages)
+	}
+
+	code, _, errOut = runCmd("purge", "-nats-url", s.url, "-dead-topic", natstest.Name(t, "none"), "-yes")
+	if code != exitError || !strings.Contains(errOut, "stream not found") {
+		t.Errorf("missing stream: exit %d, %q", code, errOut)
+	}
+}
+
+// TestStreamCommandsBadFlags: every bad command line exits 2 naming the flag.
+func TestStreamCommandsBadFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"backlog"}, "-nats-url"},
+		{[]string{"backlog", "-nats-url", "nats://127.0.0.1:1", "-format", "xml"}, "-format"},
+		{[]string{"backlog", "-nats-url", "nats://127.0.0.1:1", "-timeout", "0s"}, "-timeout"},
+		{[]string{"backlog", "-nats-url", "nats://127.0.0.1:1", "extra"}, "extra"},
+		{[]string{"backlog", "-bogus"}, "-bogus"},
+		{[]string{"purge", "-nats-url", "nats://127.0.0.1:1"}, "-yes"},
+		{[]string{"purge", "-nats-url", "nats://127.0.0.1:1", "-yes", "-queue", "live"}, "-queue"},
+		{[]string{"purge", "-nats-url", "nats://127.0.0.1:1", "-yes", "-older-than", "-1h"}, "-older-than"},
+		{[]string{"purge", "-yes"}, "-nats-url"},
+	} {
+		code, _, errOut := runCmd(tc.args...)
+		if code != exitUsage || !strings.Contains(errOut, tc.flag) {
+			t.Errorf("%v: exit %d, %q; want 2 naming %s", tc.args, code, errOut, tc.flag)
+		}
+	}
+	code, _, errOut := runCmd("backlog", "-nats-url", "nats://127.0.0.1:1", "-timeout", "2s")
+	if code != exitError || !strings.Contains(errOut, "connect") {
+		t.Errorf("unreachable server: exit %d, %q", code, errOut)
+	}
+	for _, c := range []string{"backlog", "purge"} {
+		code, _, e := runCmd(c, "-h")
+		if code != exitOK || !strings.Contains(e, "Usage: floodgate "+c) || !strings.Contains(e, "-retry-topic") {
+			t.Errorf("%s -h: %d %q", c, code, e)
+		}
+	}
+}

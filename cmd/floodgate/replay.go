@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/floodgate-go/floodgate/internal/jsq"
+	"github.com/floodgate-go/floodgate/retryqueue"
+)
+
+const replayUsage = `Usage: floodgate replay -nats-url URL [flags]
+
+Moves dead letters back into the retry queue, oldest first, where the drainer
+delivers them again. Each is published to the retry stream and removed from the
+dead-letter stream only after JetStream confirmed the publish: an interrupted
+replay leaves a duplicate, never a loss. Its attempt count and age start afresh.
+Select all dead letters (the default), or those of one original topic, or those
+dead-lettered at least -older-than ago.
+
+Flags:
+`
+
+// replayOptions are the flags of "floodgate replay".
+type replayOptions struct {
+	natsURL    string
+	topic      string
+	olderThan  time.Duration
+	limit      int
+	dryRun     bool
+	retryTopic string
+	deadTopic  string
+	format     string
+	timeout    time.Duration
+}
+
+func parseReplayFlags(args []string, stderr io.Writer) (replayOptions, error) {
+	var o replayOptions
+	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), replayUsage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server `URL` (required), e.g. nats://127.0.0.1:4222")
+	fs.StringVar(&o.topic, "topic", "", "replay only dead letters whose original topic is this (default: any)")
+	fs.DurationVar(&o.olderThan, "older-than", 0, "replay only dead letters dead-lettered at least this long ago, >= 0 (default: any age)")
+	fs.IntVar(&o.limit, "limit", 0, "replay at most this many, >= 0 (default 0: no limit)")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "list what would be replayed; move nothing")
+	fs.StringVar(&o.retryTopic, "retry-topic", "floodgate_retry", "retry stream (retryqueue.Config.RetryTopic)")
+	fs.StringVar(&o.deadTopic, "dead-topic", "floodgate_dead", "dead-letter stream (retryqueue.Config.DeadLetterTopic)")
+	fs.StringVar(&o.format, "format", "table", "output `format`: table or json")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up after this long, in (0, 24h]")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	switch {
+	case fs.NArg() > 0:
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	case o.natsURL == "":
+		return o, errors.New("-nats-url is required")
+	case o.olderThan < 0:
+		return o, fmt.Errorf("-older-than must be >= 0, got %v", o.olderThan)
+	case o.limit < 0:
+		return o, fmt.Errorf("-limit must be >= 0, got %d", o.limit)
+	case o.format != "table" && o.format != "json":
+		return o, fmt.Errorf("-format: unknown format %q, allowed table or json", o.format)
+	case o.timeout <= 0 || o.timeout > 24*time.Hour:
+		return o, fmt.Errorf("-timeout must be in (0, 24h], got %v", o.timeout)
+	}
+	if err := jsq.ValidateTopic(o.retryTopic); err != nil {
+		return o, fmt.Errorf("-retry-topic: %w", err)
+	}
+	if err := jsq.ValidateTopic(o.deadTopic); err != nil {
+		return o, fmt.Errorf("-dead-topic: %w", err)
+	}
+	if o.retryTopic == o.deadTopic {
+		return o, fmt.Errorf("-retry-topic and -dead-topic must differ, both %q", o.retryTopic)
+	}
+	return o, nil
+}
+
+// runReplay is "floodgate replay".
+func runReplay(args []string, stdout, stderr io.Writer) int {
+	o, err := parseReplayFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "floodgate replay:", err)
+		return exitUsage
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
+	defer cancel()
+	res, err := replay(ctx, o)
+	if res != nil {
+		writeReplay(stdout, o, *res)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "floodgate replay:", err)
+		return exitError
+	}
+	return exitOK
+}
+
+// replay connects, checks both streams exist, and replays.
+func replay(ctx context.Context, o replayOptions) (*retryqueue.ReplayResult, error) {
+	nc, err := jsq.Connect(o.natsURL)
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range []string{o.retryTopic, o.deadTopic} {
+		if _, err := js.Stream(ctx, s); err != nil {
+			return nil, fmt.Errorf("stream %q: %w", s, err)
+		}
+	}
+	pub, err := jsq.NewPublisher(jsq.PublisherConfig{Conn: nc})
+	if err != nil {
+		return nil, err
+	}
+	defer pub.Close()
+	q, err := retryqueue.New(retryqueue.Config{Publisher: pub, RetryTopic: o.retryTopic, DeadLetterTopic: o.deadTopic})
+	if err != nil {
+		return nil, err
+	}
+	res, err := q.Replay(ctx, js, retryqueue.ReplayFilter{OriginalTopic: o.topic, OlderThan: o.olderThan, Limit: o.limit, DryRun: o.dryRun})
+	return &res, err
+}
+
+func writeReplay(w io.Writer, o replayOptions, res retryqueue.ReplayResult) {
+	if o.format == "json" {
+		out := struct {
+			retryqueue.ReplayResult
+			DryRun bool `json:"dry_run"`
+		}{res, o.dryRun}
+		if out.UUIDs == nil {
+			out.UUIDs = []string{}
+		}
+		b, _ := json.MarshalIndent(out, "", "  ")
+		fmt.Fprintln(w, string(b))
+		return
+	}
+	verb := "replayed"
+	if o.dryRun {
+		verb = "would replay"
+	}
+	fmt.Fprintf(w, "scanned %d dead letters in %s, selected %d, %s %d to %s\n",
+		res.Scanned, o.deadTopic, res.Selected, verb, max(res.Replayed, boolInt(o.dryRun)*res.Selected), o.retryTopic)
+	for _, id := range res.UUIDs {
+		fmt.Fprintln(w, id)
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,302 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/breaker/natskv"
+)
+
+// breakerStatus is one breaker in the output of "floodgate status".
+type breakerStatus struct {
+	Breaker   string              `json:"breaker"`
+	State     string              `json:"state"`
+	Revision  uint64              `json:"revision"`
+	Shared    breaker.SharedState `json:"shared"`
+	Leases    []leaseStatus       `json:"probe_leases"`
+	OpenUntil string              `json:"open_until,omitempty"`
+}
+
+type leaseStatus struct {
+	Slot   int    `json:"slot"`
+	Holder string `json:"holder"`
+}
+
+// fleetFlags are the flags of status, open, close and reset.
+type fleetFlags struct {
+	natsURL string
+	bucket  string
+	name    string
+	reason  string
+	format  string
+	timeout time.Duration
+}
+
+func (f *fleetFlags) register(fs *flag.FlagSet, write bool) {
+	fs.StringVar(&f.natsURL, "nats-url", "", "NATS server `URL` (required), e.g. nats://127.0.0.1:4222")
+	fs.StringVar(&f.bucket, "bucket", natskv.DefaultBucket, "KV `bucket` of the fleet's breakers (natskv.Config.Bucket)")
+	if write {
+		fs.StringVar(&f.name, "breaker", "", "breaker `name` (breaker.Config.Name; required)")
+		fs.StringVar(&f.reason, "reason", "", "reason recorded in the shared state (default: the command)")
+	} else {
+		fs.StringVar(&f.name, "breaker", "", "breaker `name` (breaker.Config.Name); default: every breaker in the bucket")
+	}
+	fs.StringVar(&f.format, "format", "table", "output `format`: table or json")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "give up after this long, in (0, 1h]")
+}
+
+func (f *fleetFlags) check(write bool) string {
+	switch {
+	case f.natsURL == "":
+		return "-nats-url is required"
+	case write && f.name == "":
+		return "-breaker is required"
+	case f.format != "table" && f.format != "json":
+		return fmt.Sprintf("-format: unknown format %q, allowed table or json", f.format)
+	case f.timeout <= 0 || f.timeout > time.Hour:
+		return fmt.Sprintf("-timeout must be in (0, 1h], got %v", f.timeout)
+	}
+	return ""
+}
+
+const statusUsage = `Usage: floodgate status -nats-url URL [-breaker NAME] [flags]
+
+Shows the shared state of the fleet-wide breakers (breaker.JoinFleet with a
+natskv store): state, epoch, consecutive trips, open window and its end,
+whether an operator forced it, the fleet's consecutive good probes, who wrote
+it and why, and the probe slots held (by replica).
+
+Flags:
+`
+
+const fleetWriteUsage = `Usage: floodgate %s -nats-url URL -breaker NAME [flags]
+
+%s
+Every replica of the fleet applies it within its watch delay (at most its
+FleetConfig.ResyncInterval). The write is a compare-and-swap on the shared
+state's revision, retried on a concurrent change.
+
+Flags:
+`
+
+// runStatus is "floodgate status".
+func runStatus(args []string, stdout, stderr io.Writer) int {
+	var f fleetFlags
+	fs := flag.NewFlagSet("floodgate status", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), statusUsage); fs.PrintDefaults() }
+	f.register(fs, false)
+	if code, done := parseFleetFlags(fs, args, &f, false, stderr); done {
+		return code
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	nc, s, err := f.open(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "floodgate status:", err)
+		return exitError
+	}
+	defer nc.Close()
+	names := []string{f.name}
+	if f.name == "" {
+		if names, err = s.Names(ctx); err != nil {
+			fmt.Fprintln(stderr, "floodgate status:", err)
+			return exitError
+		}
+	}
+	out := []breakerStatus{}
+	for _, n := range names {
+		st, err := readStatus(ctx, s, n)
+		if err != nil {
+			fmt.Fprintln(stderr, "floodgate status:", err)
+			return exitError
+		}
+		out = append(out, st)
+	}
+	return writeStatus(stdout, stderr, f.format, out)
+}
+
+func readStatus(ctx context.Context, s *natskv.Store, name string) (breakerStatus, error) {
+	st, rev, err := s.Load(ctx, name)
+	if err != nil {
+		return breakerStatus{}, err
+	}
+	ls, err := s.Leases(ctx, name)
+	if err != nil {
+		return breakerStatus{}, err
+	}
+	out := breakerStatus{Breaker: name, State: st.State.String(), Revision: rev, Shared: st, Leases: []leaseStatus{}}
+	if !st.OpenUntil.IsZero() {
+		out.OpenUntil = st.OpenUntil.UTC().Format(time.RFC3339Nano)
+	}
+	for _, l := range ls {
+		out.Leases = append(out.Leases, leaseStatus{Slot: l.Slot, Holder: l.Holder})
+	}
+	return out, nil
+}
+
+func writeStatus(stdout, stderr io.Writer, format string, out []breakerStatus) int {
+	if format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			fmt.Fprintln(stderr, "floodgate:", err)
+			return exitError
+		}
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BREAKER\tSTATE\tEPOCH\tTRIPS\tWINDOW\tOPEN UNTIL\tFORCED\tSUCCESSES\tPROBES\tBY\tREASON")
+	for _, b := range out {
+		var probes []string
+		for _, l := range b.Leases {
+			probes = append(probes, fmt.Sprintf("%d:%s", l.Slot, l.Holder))
+		}
+		ou := b.OpenUntil
+		if ou == "" {
+			ou = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%v\t%s\t%v\t%d\t%s\t%s\t%s\n", b.Breaker, b.State, b.Shared.Epoch, b.Shared.Trips,
+			b.Shared.Window, ou, b.Shared.Forced, b.Shared.Successes, orDash(strings.Join(probes, ",")), orDash(b.Shared.By), orDash(b.Shared.Reason))
+	}
+	if err := tw.Flush(); err != nil {
+		fmt.Fprintln(stderr, "floodgate:", err)
+		return exitError
+	}
+	return exitOK
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func parseFleetFlags(fs *flag.FlagSet, args []string, f *fleetFlags, write bool, stderr io.Writer) (int, bool) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK, true
+		}
+		return exitUsage, true
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "%s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
+		return exitUsage, true
+	}
+	if msg := f.check(write); msg != "" {
+		fmt.Fprintf(stderr, "%s: %s\n", fs.Name(), msg)
+		return exitUsage, true
+	}
+	return 0, false
+}
+
+func (f *fleetFlags) open(ctx context.Context) (*nats.Conn, *natskv.Store, error) {
+	nc, err := nats.Connect(f.natsURL, nats.Name("floodgate-cli"), nats.Timeout(5*time.Second))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to %s: %w", f.natsURL, err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	s, err := natskv.New(ctx, js, natskv.Config{Bucket: f.bucket, Bind: true})
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, s, nil
+}
+
+// fleetWrite is one of open, close and reset: it computes the new shared
+// state from the current one.
+type fleetWrite struct {
+	name, summary string
+	apply         func(st breaker.SharedState) breaker.SharedState
+}
+
+var fleetWrites = map[string]fleetWrite{
+	"open": {"open", "Forces the breaker open on every replica (isolates the partner) until\n\"floodgate close\" or \"floodgate reset\". It is not a trip: the backoff ladder\nis unchanged.\n", func(st breaker.SharedState) breaker.SharedState {
+		st.State, st.Forced, st.OpenUntil, st.Window = breaker.StateOpen, true, time.Time{}, 0
+		return st
+	}},
+	"close": {"close", "Closes the breaker on every replica (ending a forced open). Unlike a\nclean close it keeps the backoff ladder: the next trip opens with the next,\nlonger window.\n", func(st breaker.SharedState) breaker.SharedState {
+		st.State, st.Forced, st.OpenUntil = breaker.StateClosed, false, time.Time{}
+		return st
+	}},
+	"reset": {"reset", "Resets the breaker on every replica: closed, not forced, the backoff\nladder back at its base.\n", func(st breaker.SharedState) breaker.SharedState {
+		st.State, st.Forced, st.OpenUntil, st.Trips, st.Window = breaker.StateClosed, false, time.Time{}, 0, 0
+		return st
+	}},
+}
+
+func runOpen(args []string, stdout, stderr io.Writer) int {
+	return runFleetWrite(fleetWrites["open"], args, stdout, stderr)
+}
+func runClose(args []string, stdout, stderr io.Writer) int {
+	return runFleetWrite(fleetWrites["close"], args, stdout, stderr)
+}
+func runReset(args []string, stdout, stderr io.Writer) int {
+	return runFleetWrite(fleetWrites["reset"], args, stdout, stderr)
+}
+
+func runFleetWrite(w fleetWrite, args []string, stdout, stderr io.Writer) int {
+	var f fleetFlags
+	fs := flag.NewFlagSet("floodgate "+w.name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprintf(fs.Output(), fleetWriteUsage, w.name, w.summary); fs.PrintDefaults() }
+	f.register(fs, true)
+	if code, done := parseFleetFlags(fs, args, &f, true, stderr); done {
+		return code
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
+	defer cancel()
+	nc, s, err := f.open(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "floodgate %s: %v\n", w.name, err)
+		return exitError
+	}
+	defer nc.Close()
+	reason := f.reason
+	if reason == "" {
+		reason = "operator: floodgate " + w.name
+	}
+	for {
+		cur, rev, err := s.Load(ctx, f.name)
+		if err != nil {
+			fmt.Fprintf(stderr, "floodgate %s: %v\n", w.name, err)
+			return exitError
+		}
+		next := w.apply(cur)
+		next.Epoch = cur.Epoch + 1
+		next.Successes, next.RampStart = 0, time.Time{}
+		next.By, next.Reason, next.UpdatedAt = "floodgate-cli", reason, time.Now()
+		_, err = s.CompareAndSwap(ctx, f.name, next, rev)
+		if errors.Is(err, breaker.ErrStaleRevision) {
+			continue // a replica wrote meanwhile: apply on top of it
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "floodgate %s: %v\n", w.name, err)
+			return exitError
+		}
+		break
+	}
+	st, err := readStatus(ctx, s, f.name)
+	if err != nil {
+		fmt.Fprintf(stderr, "floodgate %s: %v\n", w.name, err)
+		return exitError
+	}
+	return writeStatus(stdout, stderr, f.format, []breakerStatus{st})
+}

@@ -1,0 +1,116 @@
+package fleet
+
+import (
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// partner is the shared partner: an HTTP server whose health the test
+// switches. It records every accepted message id, the errors it returned
+// after recovery, and how many probes (requests marked X-Probe) are in
+// flight at once.
+type partner struct {
+	srv *httptest.Server
+
+	down      atomic.Bool
+	limit     atomic.Int64 // when > 0, requests beyond this many in flight get 503
+	hangProbe atomic.Bool  // hold the next probe until its client goes away
+	hung      chan string  // replica holding the hung probe
+	stop      chan struct{}
+	latency   time.Duration
+
+	inflight       atomic.Int64
+	probes         atomic.Int64
+	maxProbes      atomic.Int64
+	recovered      atomic.Bool
+	errsAfter      atomic.Int64
+	errs           atomic.Int64
+	probesTotal    atomic.Int64
+	probesDownSeen atomic.Int64
+
+	mu       sync.Mutex
+	accepted map[string]int
+	byRep    map[string]int // accepted per replica
+}
+
+func newPartner(t *testing.T) *partner {
+	p := &partner{latency: 60 * time.Millisecond, hung: make(chan string, 1), stop: make(chan struct{}), accepted: map[string]int{}, byRep: map[string]int{}}
+	p.srv = httptest.NewServer(p)
+	t.Cleanup(p.srv.Close)
+	t.Cleanup(func() { close(p.stop) })
+	return p
+}
+
+func (p *partner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	probe := r.Header.Get("X-Probe") != ""
+	if probe {
+		n := p.probes.Add(1)
+		defer p.probes.Add(-1)
+		for {
+			m := p.maxProbes.Load()
+			if n <= m || p.maxProbes.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		p.probesTotal.Add(1)
+		if p.down.Load() {
+			p.probesDownSeen.Add(1)
+		}
+		if p.hangProbe.CompareAndSwap(true, false) {
+			// Read the body first: only then does net/http watch the
+			// connection and cancel the context when the replica dies.
+			_, _ = io.Copy(io.Discard, r.Body)
+			p.hung <- r.Header.Get("X-Replica")
+			select {
+			case <-r.Context().Done(): // the replica died
+			case <-p.stop:
+			}
+			return
+		}
+	}
+	n := p.inflight.Add(1)
+	defer p.inflight.Add(-1)
+	time.Sleep(p.latency)
+	fail := p.down.Load() || (p.limit.Load() > 0 && n > p.limit.Load())
+	if fail {
+		p.errs.Add(1)
+		if p.recovered.Load() {
+			p.errsAfter.Add(1)
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	p.mu.Lock()
+	p.accepted[r.Header.Get("X-Msg-Id")]++
+	p.byRep[r.Header.Get("X-Replica")]++
+	p.mu.Unlock()
+	w.WriteHeader(http.StatusOK)
+}
+
+// fail makes the partner answer 503 to everything.
+func (p *partner) fail() { p.recovered.Store(false); p.down.Store(true) }
+
+// recover makes it healthy again, counting errors from now on as errors
+// after recovery; limit > 0 keeps it fragile (503 beyond limit in flight).
+func (p *partner) recover(limit int64) {
+	p.limit.Store(limit)
+	p.recovered.Store(true)
+	p.down.Store(false)
+}
+
+func (p *partner) unique() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.accepted)
+}
+
+func (p *partner) acceptedFrom(replica string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.byRep[replica]
+}

@@ -1,0 +1,90 @@
+package retryqueue
+
+import "time"
+
+// change is what one step of the drain rate control did.
+type change int
+
+const (
+	unchanged change = iota
+	increased
+	decreased
+)
+
+// usedShare is the share of its rate the drainer must have used in an
+// interval for a clean interval to raise the rate: below it, the backlog or
+// the gate was the limit, not the rate.
+const usedShare = 0.8
+
+// aimd is the drain rate control: additive increase, multiplicative
+// decrease, with a slow start (the rate grows by half per clean interval)
+// until the first decrease. It is a pure state machine: step takes the
+// interval's counts and length; it never reads a clock.
+type aimd struct {
+	rate, min, max float64 // messages/s; max 0 = unbounded
+	inc, dec       float64 // additive step (messages/s), decrease factor
+	autoInc        bool    // inc follows the rate: 5 % of it after each decrease
+	slowStart      bool
+}
+
+// autoIncShare is the additive step, as a share of the rate after the last
+// decrease, when [DrainerConfig.Increase] is not set.
+const autoIncShare = 0.05
+
+// resume restarts slow start, from at least start: after a pause (the
+// breaker left closed) the partner's capacity is unknown again, and the
+// failures that led to the pause (an outage) say nothing about it.
+func (a *aimd) resume(start float64) {
+	a.slowStart = true
+	a.rate = a.clamp(max(a.rate, start))
+}
+
+// goodputShare is the share of the measured goodput the rate backs off to
+// on a failure.
+const goodputShare = 0.9
+
+// step applies one interval: ok and bad deliveries seen, served messages
+// drained, good of them delivered (not failed), over elapsed.
+func (a *aimd) step(ok, bad int, served, good float64, elapsed time.Duration) change {
+	switch {
+	case bad > 0:
+		a.slowStart = false
+		before := a.rate
+		target := a.rate * a.dec
+		if elapsed > 0 {
+			target = max(target, min(a.rate, goodputShare*good/elapsed.Seconds()))
+		}
+		a.rate = a.clamp(target)
+		if a.rate <= a.min {
+			// Backed off to the floor: the estimate of the capacity is
+			// gone, so growth restarts with slow start once clean.
+			a.slowStart = true
+		}
+		if a.autoInc {
+			a.inc = max(1, autoIncShare*a.rate)
+		}
+		if a.rate < before {
+			return decreased
+		}
+		return unchanged
+	case ok == 0 || elapsed <= 0 || served < usedShare*a.rate*elapsed.Seconds():
+		return unchanged
+	}
+	before := a.rate
+	if a.slowStart {
+		a.rate = a.clamp(a.rate * 1.5)
+	} else {
+		a.rate = a.clamp(a.rate + a.inc)
+	}
+	if a.rate > before {
+		return increased
+	}
+	return unchanged
+}
+
+func (a *aimd) clamp(r float64) float64 {
+	if a.max > 0 && r > a.max {
+		r = a.max
+	}
+	return max(r, a.min)
+}

@@ -1,0 +1,114 @@
+package retryqueue
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+	"time"
+)
+
+// The drain rate control, step by step on a fixed timeline: slow start
+// grows by half per clean, rate-limited interval; a failure multiplies by
+// the decrease factor and ends slow start; then growth is additive; an
+// interval that did not use its rate or saw nothing changes nothing; the
+// rate stays within [min, max].
+func TestAIMDSteps(t *testing.T) {
+	const iv = 500 * time.Millisecond
+	a := aimd{rate: 40, min: 5, max: 100, inc: 4, dec: 0.5, slowStart: true}
+	full := func() float64 { return a.rate * iv.Seconds() } // served the whole rate
+	steps := []struct {
+		name    string
+		ok, bad int
+		served  float64
+		want    float64
+		change  change
+	}{
+		{"slow start", 20, 0, full(), 60, increased},
+		{"slow start again", 30, 0, 30, 90, increased},
+		{"capped at max", 45, 0, 45, 100, increased},
+		{"at max stays", 50, 0, 50, 100, unchanged},
+		{"failure halves, slow start ends", 40, 1, 40, 50, decreased},
+		{"additive now", 25, 0, 25, 54, increased},
+		{"additive again", 27, 0, 27, 58, increased},
+		{"not rate-limited: backlog was the limit", 10, 0, 10, 58, unchanged},
+		{"nothing seen", 0, 0, 0, 58, unchanged},
+		{"failure", 1, 9, 20, 29, decreased},
+		{"failure", 0, 3, 0, 14.5, decreased},
+		{"failure", 0, 3, 0, 7.25, decreased},
+		{"floor at min", 0, 3, 0, 5, decreased},
+		{"at min stays", 0, 3, 0, 5, unchanged},
+		{"from the floor: slow start again", 5, 0, 2.5, 7.5, increased},
+		{"slow start", 5, 0, 3.75, 11.25, increased},
+	}
+	for i, s := range steps {
+		got := a.step(s.ok, s.bad, s.served, 0, iv)
+		if math.Abs(a.rate-s.want) > 1e-9 || got != s.change {
+			t.Fatalf("step %d (%s): rate %v change %v, want %v %v", i, s.name, a.rate, got, s.want, s.change)
+		}
+	}
+	if !a.slowStart {
+		t.Error("slow start off after backing off to the floor")
+	}
+}
+
+// On a failure the rate backs off to 90 % of the measured goodput, but
+// never more than by the decrease factor, and never up; a pause restarts
+// slow start from at least the configured rate.
+func TestAIMDGoodputBackoff(t *testing.T) {
+	const sec = time.Second
+	for _, c := range []struct {
+		name       string
+		rate, good float64
+		want       float64
+	}{
+		{"overshoot: back to 90% of what got through", 120, 100, 90},
+		{"collapse: no more than the decrease factor", 120, 10, 84},
+		{"goodput above the rate: no increase", 50, 80, 50},
+	} {
+		a := aimd{rate: c.rate, min: 1, inc: 1, dec: 0.7}
+		a.step(10, 1, c.rate, c.good, sec)
+		if math.Abs(a.rate-c.want) > 1e-9 {
+			t.Errorf("%s: rate %v, want %v", c.name, a.rate, c.want)
+		}
+	}
+	a := aimd{rate: 3, min: 1, max: 100, inc: 1, dec: 0.7}
+	a.resume(50)
+	if a.rate != 50 || !a.slowStart {
+		t.Fatalf("resume: rate %v slow start %v, want 50 true", a.rate, a.slowStart)
+	}
+	a.resume(20)
+	if a.rate != 50 {
+		t.Fatalf("resume never lowers the rate: %v", a.rate)
+	}
+}
+
+// Unbounded max: slow start grows without a cap while clean.
+func TestAIMDUnbounded(t *testing.T) {
+	a := aimd{rate: 10, min: 1, inc: 1, dec: 0.7, slowStart: true}
+	for range 10 {
+		a.step(1, 0, a.rate, a.rate, time.Second)
+	}
+	if want := 10 * math.Pow(1.5, 10); math.Abs(a.rate-want) > 1e-6 {
+		t.Fatalf("rate %v, want %v", a.rate, want)
+	}
+}
+
+// The hand-written encoding of a history entry is what encoding/json
+// writes.
+func TestEncodeEntryMatchesJSON(t *testing.T) {
+	at := time.Date(2026, 11, 30, 8, 0, 0, 123456789, time.UTC)
+	for _, e := range []HistoryEntry{
+		{At: at, Event: EventDiverted, Reason: "open"},
+		{At: at.Truncate(time.Second), Event: EventDiverted, Reason: "failure", Attempt: 3, Error: `HTTP 503 "busy" <b> & \ done`},
+		{At: at, Event: EventDeadLettered, Reason: "permanent: MDN processed/error", Attempt: 12, Error: "line1\nline2\tü\x00"},
+		{At: at, Event: EventReplayed},
+	} {
+		want, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := encodeEntry(nil, e); string(got) != string(want) {
+			t.Errorf("encodeEntry\n got %s\nwant %s", got, want)
+		}
+	}
+}

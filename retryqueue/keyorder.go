@@ -1,0 +1,124 @@
+package retryqueue
+
+import (
+	"sync"
+	"time"
+)
+
+// keyOrder is the drainer's per-key ordering state (see [Drainer]):
+//
+//   - holds: a key whose earliest message is waiting out its not-before, or
+//     was diverted again (its copy is at the back of the stream): only that
+//     message (by UUID) may go next;
+//   - pending: stream sequences of a key's messages the drainer nakked
+//     (deferred, or failed) and that will come back: a later message of the
+//     key waits for them, since redeliveries and new messages interleave.
+//
+// Entries lapse after their expiry, so a message removed from the stream
+// by other means (purge) cannot block its key for good.
+type keyOrder struct {
+	mu      sync.Mutex
+	holds   map[string]hold
+	pending map[string]map[uint64]time.Time // key -> seq -> expiry
+}
+
+// heldRecheck is how long a message held behind its key's head is
+// deferred at least: long enough that the deferred messages do not crowd
+// the consumer's redeliveries.
+func heldRecheck(poll time.Duration) time.Duration { return max(5*poll, 100*time.Millisecond) }
+
+// hold is a held ordering key: only the message uuid may go, not before
+// until.
+type hold struct {
+	uuid    string
+	until   time.Time
+	expires time.Time
+}
+
+// admit decides whether it (a keyed message, now on the queue's clock) may
+// be delivered now. If not, it returns how long to defer it. If it may, its
+// own pending entry is cleared. A message not yet eligible by its
+// not-before becomes the key's hold.
+func (o *keyOrder) admit(it item, now time.Time, poll time.Duration) (time.Duration, bool) {
+	wall := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	h, held := o.holds[it.key]
+	if held && wall.After(h.expires) {
+		delete(o.holds, it.key)
+		held = false
+	}
+	switch {
+	case held && h.uuid != it.wm.UUID:
+		// Recheck when the head may have gone: after its not-before, or
+		// (diverted for another reason) a few polls on.
+		return max(h.until.Sub(now), heldRecheck(poll)), true
+	case !held:
+		// The key's earlier messages that will come back go first.
+		for seq, exp := range o.pending[it.key] {
+			if wall.After(exp) {
+				delete(o.pending[it.key], seq)
+				continue
+			}
+			if seq < it.seq {
+				return poll, true
+			}
+		}
+	}
+	if nb, ok := NotBefore(it.wm); ok && nb.After(now) {
+		o.holds[it.key] = hold{uuid: it.wm.UUID, until: nb, expires: wall.Add(nb.Sub(now) + 2*time.Minute)}
+		return nb.Sub(now), true
+	}
+	o.deletePendingLocked(it.key, it.seq)
+	return 0, false
+}
+
+// head returns the UUID of the message holding key, "" if none.
+func (o *keyOrder) head(key string) string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.holds[key].uuid
+}
+
+func (o *keyOrder) addPending(key string, seq uint64, expires time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	m := o.pending[key]
+	if m == nil {
+		m = map[uint64]time.Time{}
+		o.pending[key] = m
+	}
+	m[seq] = expires
+}
+
+// deletePendingLocked requires o.mu held.
+func (o *keyOrder) deletePendingLocked(key string, seq uint64) {
+	if m := o.pending[key]; m != nil {
+		delete(m, seq)
+		if len(m) == 0 {
+			delete(o.pending, key)
+		}
+	}
+}
+
+// setHold holds key for the message uuid, not eligible before until.
+func (o *keyOrder) setHold(key, uuid string, until time.Time, ackWait time.Duration) {
+
+	expires := time.Now().Add(2 * ackWait)
+	if wait := time.Until(until); wait > 0 {
+		expires = expires.Add(wait)
+	}
+	o.mu.Lock()
+	o.holds[key] = hold{uuid: uuid, until: until, expires: expires}
+	o.mu.Unlock()
+}
+
+// unhold releases key if uuid holds it.
+func (o *keyOrder) unhold(key, uuid string) {
+
+	o.mu.Lock()
+	if h, ok := o.holds[key]; ok && h.uuid == uuid {
+		delete(o.holds, key)
+	}
+	o.mu.Unlock()
+}

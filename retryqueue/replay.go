@@ -1,0 +1,175 @@
+package retryqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/floodgate-go/floodgate/internal/jsq"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ReplayFilter selects the dead letters [Queue.Replay] moves. The zero
+// value selects all of them.
+type ReplayFilter struct {
+	// OriginalTopic selects dead letters whose [MetaOriginalTopic] is this
+	// topic.
+	// Optional. Default "": any topic.
+	OriginalTopic string
+	// OlderThan selects dead letters dead-lettered at least this long ago
+	// ([MetaDeadAt], or the stream's timestamp when it is missing or does
+	// not parse), measured on [Config.Clock].
+	// Optional. Default 0: any age. Valid range >= 0.
+	OlderThan time.Duration
+	// Limit stops after this many dead letters were selected.
+	// Optional. Default 0: no limit. Valid range >= 0.
+	Limit int
+	// DryRun only lists what would be replayed; nothing is published or
+	// removed.
+	// Optional. Default false.
+	DryRun bool
+}
+
+// ReplayResult is what [Queue.Replay] did.
+type ReplayResult struct {
+	// Scanned counts the dead letters looked at.
+	Scanned int `json:"scanned"`
+	// Selected counts those the filter selected.
+	Selected int `json:"selected"`
+	// Replayed counts those moved: published to the retry topic (confirmed)
+	// and then removed from the dead-letter stream. 0 on a dry run.
+	Replayed int `json:"replayed"`
+	// UUIDs are the selected messages' UUIDs, in stream order.
+	UUIDs []string `json:"uuids"`
+}
+
+// Replay moves the dead letters selected by f back into the retry queue,
+// oldest first, and returns what it did. Only dead letters stored when it
+// starts are looked at. For each selected one it publishes a copy to the
+// retry topic and, only after JetStream confirmed that publish, deletes the
+// dead letter from its stream: a crash in between leaves both copies (a
+// duplicate later, never a loss). The copy keeps the UUID, payload and
+// metadata, with [MetaDeadReason], [MetaDeadAt] and [MetaNotBefore]
+// removed, [MetaAttempt] reset to 0 and [MetaFirstDivertedAt] set to now
+// (so [Config.MaxAttempts] and [Config.MaxAge] count afresh),
+// [MetaReason] = [ReasonReplay], [MetaReplays] incremented and a
+// [EventReplayed] entry added to [MetaHistory].
+//
+// js must reach the server holding the dead-letter stream. Replay reads
+// the stream with an ephemeral ordered consumer (the server removes it
+// once idle), so it runs alongside a live pipeline. It returns the result so far with an error
+// wrapping [ErrInvalidConfig] for a bad filter, [ErrPublish] for an
+// unconfirmed publish, or the JetStream error.
+func (q *Queue) Replay(ctx context.Context, js jetstream.JetStream, f ReplayFilter) (ReplayResult, error) {
+	var res ReplayResult
+	if f.OlderThan < 0 || f.Limit < 0 {
+		return res, fmt.Errorf("%w: ReplayFilter OlderThan and Limit must be >= 0, got %s and %d", ErrInvalidConfig, f.OlderThan, f.Limit)
+	}
+	st, err := js.Stream(ctx, q.cfg.DeadLetterTopic)
+	if err != nil {
+		return res, fmt.Errorf("retryqueue: replay: dead-letter stream %q: %w", q.cfg.DeadLetterTopic, err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		return res, fmt.Errorf("retryqueue: replay: stream info: %w", err)
+	}
+	if info.State.Msgs == 0 {
+		return res, nil
+	}
+	last := info.State.LastSeq
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
+	if err != nil {
+		return res, fmt.Errorf("retryqueue: replay: consumer: %w", err)
+	}
+	now := q.cfg.Clock.Now()
+	for {
+		batch, err := cons.Fetch(256, jetstream.FetchMaxWait(time.Second))
+		if err != nil {
+			return res, fmt.Errorf("retryqueue: replay: fetch: %w", err)
+		}
+		n := 0
+		done := false
+		for jm := range batch.Messages() {
+			n++
+			md, err := jm.Metadata()
+			if err != nil {
+				return res, fmt.Errorf("retryqueue: replay: metadata: %w", err)
+			}
+			if md.Sequence.Stream > last {
+				done = true
+				continue
+			}
+			res.Scanned++
+			wm := jsq.Unmarshal(jm)
+			if !f.selects(wm, md.Timestamp, now) {
+				done = done || md.Sequence.Stream == last || md.NumPending == 0
+				continue
+			}
+			res.Selected++
+			res.UUIDs = append(res.UUIDs, wm.UUID)
+			if !f.DryRun {
+				if err := q.replayOne(ctx, st, wm, md.Sequence.Stream, now); err != nil {
+					return res, err
+				}
+				res.Replayed++
+			}
+			if (f.Limit > 0 && res.Selected >= f.Limit) || md.Sequence.Stream == last || md.NumPending == 0 {
+				done = true
+			}
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
+			return res, fmt.Errorf("retryqueue: replay: fetch: %w", err)
+		}
+		if done || n == 0 {
+			return res, nil
+		}
+	}
+}
+
+func (f ReplayFilter) selects(m *message.Message, stored, now time.Time) bool {
+	if f.OriginalTopic != "" && m.Metadata.Get(MetaOriginalTopic) != f.OriginalTopic {
+		return false
+	}
+	if f.OlderThan > 0 {
+		at := stored
+		if t, err := time.Parse(TimeFormat, m.Metadata.Get(MetaDeadAt)); err == nil {
+			at = t
+		}
+		if now.Sub(at) < f.OlderThan {
+			return false
+		}
+	}
+	return true
+}
+
+// replayOne publishes the retry copy of dead letter wm (stream sequence
+// seq) and then deletes the dead letter.
+func (q *Queue) replayOne(ctx context.Context, st jetstream.Stream, wm *message.Message, seq uint64, now time.Time) error {
+	c := q.copy(wm)
+	for _, k := range []string{MetaDeadReason, MetaDeadAt, MetaNotBefore} {
+		delete(c.Metadata, k)
+	}
+	replays, _ := strconv.Atoi(c.Metadata.Get(MetaReplays))
+	diversions, _ := strconv.Atoi(c.Metadata.Get(MetaDiversions))
+	c.Metadata.Set(MetaAttempt, "0")
+	c.Metadata.Set(MetaReason, string(ReasonReplay))
+	c.Metadata.Set(MetaFirstDivertedAt, formatTime(now))
+	c.Metadata.Set(MetaDivertedAt, formatTime(now))
+	c.Metadata.Set(MetaDiversions, strconv.Itoa(diversions+1))
+	c.Metadata.Set(MetaReplays, strconv.Itoa(replays+1))
+	appendHistory(c, HistoryEntry{At: now.UTC(), Event: EventReplayed, Reason: string(ReasonReplay)}, q.cfg.MaxHistory)
+	key := q.key(c)
+	q.hold(key)
+	if err := q.publish(ctx, q.cfg.RetryTopic, c); err != nil {
+		q.Release(key)
+		return err
+	}
+	q.diverted.Add(1)
+	if err := st.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return fmt.Errorf("retryqueue: replay: %s is in the retry queue but its dead letter (seq %d) was not removed: %w", wm.UUID, seq, err)
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+package fleet_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+
+	"github.com/floodgate-go/floodgate/sim"
+	"github.com/floodgate-go/floodgate/sim/fleet"
+)
+
+// TestSharedVersusIndependent runs the fragile preset with the capped-probes
+// strategy: one replica alone, then 3 and 10 replicas with independent and
+// with shared breakers (windows scaled to each replica's share). The shared
+// fleet keeps the probe bound and the probe count of one replica, whatever
+// its size, and reaches full traffic no later than independent breakers.
+func TestSharedVersusIndependent(t *testing.T) {
+	sc, err := sim.Preset("fragile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := fleet.Compare(sc, sim.CappedProbes, []int{3, 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := fleet.WriteTable(&buf, rs); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + buf.String())
+	one := rs[0]
+	for i := 1; i < len(rs); i += 2 {
+		ind, sh := rs[i], rs[i+1]
+		if sh.MaxProbesInFlight > 2 {
+			t.Errorf("%d shared: %d probes in flight, want <= ProbeConcurrency 2", sh.Replicas, sh.MaxProbesInFlight)
+		}
+		if sh.OutageProbes >= ind.OutageProbes || sh.OutageProbes > 2*one.OutageProbes {
+			t.Errorf("%d shared: %d probes during the outage; independent %d, one replica %d",
+				sh.Replicas, sh.OutageProbes, ind.OutageProbes, one.OutageProbes)
+		}
+		if sh.TimeToFullTraffic < 0 || ind.TimeToFullTraffic < 0 || sh.TimeToFullTraffic > ind.TimeToFullTraffic {
+			t.Errorf("%d: time to full traffic shared %v, independent %v; want shared <= independent",
+				sh.Replicas, sh.TimeToFullTraffic, ind.TimeToFullTraffic)
+		}
+	}
+	// Deterministic: the same seed gives the same result.
+	again, err := fleet.Simulate(sc, sim.CappedProbes, fleet.Options{Replicas: 3, Shared: true, ScaleWindow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != rs[2] {
+		t.Errorf("rerun differs: %+v vs %+v", again, rs[2])
+	}
+}
+
+func TestSimulateValidates(t *testing.T) {
+	sc, _ := sim.Preset("fragile")
+	if _, err := fleet.Simulate(sc, sim.CappedProbes, fleet.Options{}); !errors.Is(err, fleet.ErrInvalidReplicas) {
+		t.Fatalf("0 replicas: %v", err)
+	}
+	sc.Rate = 0
+	if _, err := fleet.Simulate(sc, sim.CappedProbes, fleet.Options{Replicas: 1}); !errors.Is(err, sim.ErrInvalidScenario) {
+		t.Fatalf("rate 0: %v", err)
+	}
+}
