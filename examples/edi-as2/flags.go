@@ -1,11 +1,12 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/floodgate-go/floodgate/internal/exampleutil"
 )
 
 // options are the example's command-line settings.
@@ -18,6 +19,7 @@ type options struct {
 	fragileCapacity float64       // messages/s the partner takes while fragile
 	capacityAfter   float64       // messages/s the partner takes once healthy; 0 = unlimited
 	natsURL         string        // external NATS; empty = embedded
+	metricsAddr     string        // serve /metrics here; empty = off
 	summary         string        // JSON summary file; empty = none
 	settle          time.Duration // how long to wait for the backlog after producing
 	quiet           bool          // no timeline
@@ -37,6 +39,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.natsURL, "nats-url", "", "external NATS server URL (default: an embedded JetStream server)")
 	fs.StringVar(&o.summary, "summary", "", "write a JSON summary to this `file`")
 	fs.DurationVar(&o.settle, "settle", 60*time.Second, "after producing, how long to wait for the backlog to drain, in (0, 1h]")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at `host:port`/metrics, e.g. :9090 (default: off)")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not print the per-second timeline")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -48,29 +51,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 }
 
 func (o options) validate() error {
-	var errs []error
-	inRange := func(name string, v, lo, hi time.Duration, loOpen bool) {
-		if v < lo || v > hi || (loOpen && v == lo) {
-			open := "["
-			if loOpen {
-				open = "("
-			}
-			errs = append(errs, fmt.Errorf("-%s must be in %s%v, %v], got %v", name, open, lo, hi, v))
-		}
-	}
-	if !(o.rate > 0 && o.rate <= 5000) {
-		errs = append(errs, fmt.Errorf("-rate must be in (0, 5000] messages/s, got %v", o.rate))
-	}
-	if !(o.fragileCapacity > 0 && o.fragileCapacity <= 5000) {
-		errs = append(errs, fmt.Errorf("-fragile-capacity must be in (0, 5000] messages/s, got %v", o.fragileCapacity))
-	}
-	if !(o.capacityAfter >= 0 && o.capacityAfter <= 5000) {
-		errs = append(errs, fmt.Errorf("-capacity-after must be in [0, 5000] messages/s, got %v", o.capacityAfter))
-	}
-	inRange("produce-for", o.produceFor, 0, 10*time.Minute, true)
-	inRange("healthy", o.healthyFor, 0, 10*time.Minute, false)
-	inRange("outage", o.outage, 0, time.Hour, false)
-	inRange("fragile", o.fragile, 0, time.Hour, false)
-	inRange("settle", o.settle, 0, time.Hour, true)
-	return errors.Join(errs...)
+	var c exampleutil.FlagCheck
+	c.Float("rate", o.rate, 0, 5000, true, "messages/s")
+	c.Float("fragile-capacity", o.fragileCapacity, 0, 5000, true, "messages/s")
+	c.Float("capacity-after", o.capacityAfter, 0, 5000, false, "messages/s")
+	c.Duration("produce-for", o.produceFor, 0, 10*time.Minute, true)
+	c.Duration("healthy", o.healthyFor, 0, 10*time.Minute, false)
+	c.Duration("outage", o.outage, 0, time.Hour, false)
+	c.Duration("fragile", o.fragile, 0, time.Hour, false)
+	c.Duration("settle", o.settle, 0, time.Hour, true)
+	c.Addr("metrics-addr", o.metricsAddr)
+	return c.Err()
 }

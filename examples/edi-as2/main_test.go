@@ -76,6 +76,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-produce-for", "0s"}, "-produce-for"},
 		{[]string{"-settle", "-1s"}, "-settle"},
 		{[]string{"extra"}, "extra"},
+		{[]string{"-metrics-addr", "9090"}, "-metrics-addr"},
 	} {
 		var stderr bytes.Buffer
 		_, err := parseFlags(tc.args, &stderr)

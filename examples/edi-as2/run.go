@@ -27,6 +27,7 @@ import (
 	"github.com/floodgate-go/floodgate/deliver/as2"
 	"github.com/floodgate-go/floodgate/deliver/as2/as2partner"
 	"github.com/floodgate-go/floodgate/deliver/as2/as2test"
+	"github.com/floodgate-go/floodgate/internal/exampleutil"
 	"github.com/floodgate-go/floodgate/internal/jsq"
 	"github.com/floodgate-go/floodgate/internal/natsserver"
 	"github.com/floodgate-go/floodgate/internal/x12"
@@ -153,6 +154,13 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		return nil, err
 	}
 
+	mctx, stopMetrics := context.WithCancel(ctx)
+	defer stopMetrics()
+	m, err := exampleutil.StartMetrics(mctx, o.metricsAddr, b) // nil when -metrics-addr is off
+	if err != nil {
+		return nil, err
+	}
+
 	pub, err := jsq.NewPublisher(jsq.PublisherConfig{Conn: nc})
 	if err != nil {
 		return nil, err
@@ -188,6 +196,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		Timeout: 10 * time.Second,
 		OnEvent: func(ev middleware.Event) {
 			c.onEvent(ev)
+			m.ObserveEvent(ev)
 			if ev.Admitted {
 				failed := ev.Action == middleware.Diverted && ev.Reason == string(retryqueue.ReasonFailure)
 				drainer.Observe(ev.UUID, failed, ev.Latency)
@@ -231,6 +240,9 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		Logger:    logger,
 	})
 	if err != nil {
+		return nil, err
+	}
+	if err := errors.Join(m.WatchQueue(queue), m.WatchDrainer(drainer)); err != nil {
 		return nil, err
 	}
 	var tl transitions

@@ -24,6 +24,7 @@ type options struct {
 	timeout      time.Duration // webhook sender timeout
 	seed         uint64        // breaker jitter seed; 0 = random
 	natsURL      string        // external NATS; empty = embedded
+	metricsAddr  string        // serve /metrics here; empty = off
 	summary      string        // JSON summary file; empty = none
 	settle       time.Duration // wait for the backlog after producing
 	quiet        bool          // no timeline
@@ -48,6 +49,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.slowCall, "slow-call", 200*time.Millisecond, "breaker's slow-call threshold: a slower call is a failure, in (0, 1m]")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Second, "webhook request timeout, in (0, 1m]")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the breaker's open-window jitter; 0 draws a random one")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at `host:port`/metrics, e.g. :9090 (default: off)")
 	fs.StringVar(&o.natsURL, "nats-url", "", "external NATS server URL (default: an embedded JetStream server)")
 	fs.StringVar(&o.summary, "summary", "", "write a JSON summary to this `file`")
 	fs.DurationVar(&o.settle, "settle", 40*time.Second, "after producing, how long to wait for the backlog to drain, in (0, 1h]")
@@ -75,6 +77,7 @@ func (o options) validate() error {
 	c.Duration("slow-call", o.slowCall, 0, time.Minute, true)
 	c.Duration("timeout", o.timeout, 0, time.Minute, true)
 	c.Duration("settle", o.settle, 0, time.Hour, true)
+	c.Addr("metrics-addr", o.metricsAddr)
 	if o.fast >= o.slowCall {
 		c.Failf("-fast (%v) must be below -slow-call (%v), or the recovered consumer is slow", o.fast, o.slowCall)
 	}

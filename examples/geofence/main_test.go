@@ -72,6 +72,7 @@ func TestBadFlags(t *testing.T) {
 	}{
 		{[]string{"-speed", "-5"}, "-speed"},
 		{[]string{"-speed", "0"}, "-speed"},
+		{[]string{"-metrics-addr", "nohost"}, "-metrics-addr"},
 		{[]string{"-vehicles", "0"}, "-vehicles"},
 		{[]string{"-vehicles", "17"}, "-vehicles"},
 		{[]string{"-degraded", "soon"}, "-degraded"},

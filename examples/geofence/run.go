@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -234,6 +235,12 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	defer b.Stop()
 	var trans transitionLog
 	var lat latencies
+	mctx, stopMetrics := context.WithCancel(ctx)
+	defer stopMetrics()
+	m, err := exampleutil.StartMetrics(mctx, o.metricsAddr, b) // nil when -metrics-addr is off
+	if err != nil {
+		return nil, err
+	}
 	guard, err := exampleutil.NewGuard(ctx, exampleutil.GuardConfig{
 		NATS:            nc,
 		Breaker:         b,
@@ -246,6 +253,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 			return nil, sender.Send(msg.Context(), msg.UUID, msg.Payload)
 		},
 		OnEvent: func(ev middleware.Event) {
+			m.ObserveEvent(ev)
 			if ev.Admitted {
 				lat.add(ev.Latency)
 			}
@@ -256,6 +264,9 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		return nil, err
 	}
 	defer guard.Close()
+	if err := errors.Join(m.WatchQueue(guard.Queue), m.WatchDrainer(guard.Drainer)); err != nil {
+		return nil, err
+	}
 
 	// 4. The router: one evaluator per fix shard, and the guarded delivery
 	// of triggers.
