@@ -14,13 +14,11 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
-	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
 
 	"github.com/floodgate-go/floodgate/breaker"
@@ -29,7 +27,6 @@ import (
 	"github.com/floodgate-go/floodgate/deliver/as2/as2test"
 	"github.com/floodgate-go/floodgate/internal/exampleutil"
 	"github.com/floodgate-go/floodgate/internal/jsq"
-	"github.com/floodgate-go/floodgate/internal/natsserver"
 	"github.com/floodgate-go/floodgate/internal/x12"
 	"github.com/floodgate-go/floodgate/middleware"
 	"github.com/floodgate-go/floodgate/retryqueue"
@@ -47,34 +44,6 @@ const (
 	probeConcurrency = 2
 )
 
-// counters are what the middleware and the breaker report, for the timeline
-// and the summary.
-type counters struct {
-	admitted, diverted, deadLettered, delivered, nacked, trips atomic.Int64
-
-	mu   sync.Mutex
-	dead map[string]bool // UUIDs dead-lettered
-}
-
-func (c *counters) onEvent(ev middleware.Event) {
-	if ev.Admitted {
-		c.admitted.Add(1)
-	}
-	switch ev.Action {
-	case middleware.Delivered:
-		c.delivered.Add(1)
-	case middleware.Diverted:
-		c.diverted.Add(1)
-	case middleware.DeadLettered:
-		c.deadLettered.Add(1)
-		c.mu.Lock()
-		c.dead[ev.UUID] = true
-		c.mu.Unlock()
-	case middleware.Nacked:
-		c.nacked.Add(1)
-	}
-}
-
 // run does the whole job and returns its summary. The summary is returned
 // even with an error when the run got far enough to count anything.
 func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
@@ -84,25 +53,14 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	runID := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 	sourceTopic := "edi_orders_" + runID
 
-	// 1. NATS JetStream: embedded unless -nats-url.
-	url := o.natsURL
-	if url == "" {
-		srv, err := natsserver.Start(natsserver.Options{})
-		if err != nil {
-			return nil, fmt.Errorf("start embedded NATS: %w", err)
-		}
-		defer srv.Shutdown()
-		url = srv.ClientURL()
-	}
-	nc, err := jsq.Connect(url)
-	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w", url, err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
+	// 1. NATS JetStream: embedded unless -nats-url. On an external server
+	// the streams made here are deleted at the end.
+	nc, err := exampleutil.StartNATS(o.natsURL)
 	if err != nil {
 		return nil, err
 	}
+	defer nc.Close()
+	js, pub := nc.JetStream, nc.Publisher
 
 	// 2. The AS2 partner, on a real HTTP server on loopback.
 	// Throwaway keys and certificates for both sides: orders are signed
@@ -136,8 +94,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	}
 
 	// 3. Breaker, retry queue, middleware.
-	var c counters
-	c.dead = map[string]bool{}
+	var c exampleutil.Counters
 	b, err := breaker.New(breaker.Config{
 		Name:                 "northwind-as2",
 		WindowSize:           20,
@@ -161,27 +118,13 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		return nil, err
 	}
 
-	pub, err := jsq.NewPublisher(jsq.PublisherConfig{Conn: nc})
-	if err != nil {
-		return nil, err
-	}
 	qcfg := retryqueue.Config{
 		Publisher:       pub,
 		RetryTopic:      "floodgate_retry_" + runID,
 		DeadLetterTopic: "floodgate_dead_" + runID,
 	}
-	if err := retryqueue.Provision(ctx, js, qcfg); err != nil {
-		return nil, fmt.Errorf("provision retry streams: %w", err)
-	}
-	if _, err := jsq.EnsureStream(ctx, js, sourceTopic); err != nil {
-		return nil, fmt.Errorf("provision source stream: %w", err)
-	}
-	if o.natsURL != "" { // leave an external server as we found it
-		defer func() {
-			for _, s := range []string{sourceTopic, qcfg.RetryTopic, qcfg.DeadLetterTopic} {
-				_ = js.DeleteStream(context.Background(), s)
-			}
-		}()
+	if err := errors.Join(nc.ProvisionQueue(ctx, qcfg), nc.EnsureStreams(ctx, sourceTopic)); err != nil {
+		return nil, err
 	}
 	queue, err := retryqueue.New(qcfg)
 	if err != nil {
@@ -195,7 +138,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		Queue:   queue,
 		Timeout: 10 * time.Second,
 		OnEvent: func(ev middleware.Event) {
-			c.onEvent(ev)
+			c.OnEvent(ev)
 			m.ObserveEvent(ev)
 			if ev.Admitted {
 				failed := ev.Action == middleware.Diverted && ev.Reason == string(retryqueue.ReasonFailure)
@@ -214,7 +157,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	guarded := guard(deliverAS2)
 
 	// 4. The router consumes the source topic through the guarded handler.
-	sub, err := jsq.NewSubscriber(jsq.SubscriberConfig{URL: url, Concurrency: 4, AckWait: 30 * time.Second})
+	sub, err := jsq.NewSubscriber(jsq.SubscriberConfig{URL: nc.URL, Concurrency: 4, AckWait: 30 * time.Second})
 	if err != nil {
 		return nil, err
 	}
@@ -247,9 +190,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	}
 	var tl transitions
 	remove := b.AddListener(func(t breaker.Transition) {
-		if t.To == breaker.StateOpen {
-			c.trips.Add(1)
-		}
+		c.OnTransition(t)
 		tl.add(t.To, time.Now())
 		drainer.Wake()
 	})
@@ -324,7 +265,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 			if now.Sub(lastLine) >= time.Second {
 				lastLine = now
 				cur := snapshot{
-					admitted: c.admitted.Load(), diverted: c.diverted.Load(),
+					admitted: c.Admitted.Load(), diverted: c.Diverted.Load(),
 					drained: int64(drainer.Stats().Drained), errors: int64(partner.Stats().Errors),
 				}
 				if !o.quiet {
@@ -357,26 +298,15 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	sum.DrainRatePeak = math.Round(sum.DrainRatePeak)
 	st := partner.Stats()
 	received := partner.Received()
-	sum.Produced = len(ids)
-	for _, id := range ids {
-		n := received[as2.MessageID(id, idDomain)]
-		switch {
-		case n > 0:
-			sum.DeliveredUnique++
-			sum.Duplicates += n - 1
-		case c.dead[id]:
-		default:
-			sum.Lost++
-		}
-	}
-	sum.Diverted = int(c.diverted.Load())
-	sum.DeadLettered = int(c.deadLettered.Load())
-	sum.Trips = int(c.trips.Load())
+	sum.Account(ids, func(id string) int { return received[as2.MessageID(id, idDomain)] }, c.Dead)
+	sum.Diverted = int(c.Diverted.Load())
+	sum.DeadLettered = int(c.DeadLettered.Load())
+	sum.Trips = int(c.Trips.Load())
 	sum.PartnerErrors = st.Errors
 	sum.SignedEncrypted = min(st.Signed, st.Encrypted)
 	sum.SignedMDNs = st.SignedMDNs
 	sum.Drained = int(drainer.Stats().Drained)
-	sum.ElapsedS = math.Round(time.Since(start).Seconds()*10) / 10
+	sum.Elapsed(start)
 	if !o.quiet {
 		sum.print(out)
 	}
@@ -446,12 +376,10 @@ func (t *transitions) lastClose() (time.Time, bool) {
 
 // accounted reports whether every produced message reached the partner or was
 // dead-lettered.
-func accounted(ids []string, p *as2partner.Partner, c *counters) bool {
+func accounted(ids []string, p *as2partner.Partner, c *exampleutil.Counters) bool {
 	received := p.Received()
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	for _, id := range ids {
-		if received[as2.MessageID(id, idDomain)] == 0 && !c.dead[id] {
+		if received[as2.MessageID(id, idDomain)] == 0 && !c.Dead(id) {
 			return false
 		}
 	}
