@@ -12,8 +12,8 @@ import (
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/breaker/breakertest"
 	"github.com/floodgate-go/floodgate/events"
-	"github.com/floodgate-go/floodgate/internal/jsq"
 	"github.com/floodgate-go/floodgate/internal/natstest"
+	"github.com/floodgate-go/floodgate/jsq"
 )
 
 var errDown = errors.New("partner down")

@@ -14,8 +14,8 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
-	"github.com/floodgate-go/floodgate/internal/jsq"
 	"github.com/floodgate-go/floodgate/internal/natstest"
+	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
 

@@ -22,7 +22,7 @@
 // detached from the handler's context, which may already be cancelled.
 // Because the source message is acked as soon as its copy is stored (and
 // nacked with a delay otherwise), diversion neither uses up the source
-// consumer's MaxDeliver (internal/jsq sets it unlimited) nor leaves source
+// consumer's MaxDeliver (jsq sets it unlimited) nor leaves source
 // messages pending ack while the breaker is open: a source consumer with
 // MaxAckPending = 2 diverts hundreds of messages a second. A message
 // diverted after a failed delivery carries [MetaNotBefore], its
@@ -104,5 +104,5 @@
 // name, in file storage. [Provision] creates the retry stream (work-queue
 // retention: it holds exactly the backlog) and the dead-letter stream. The
 // source topics' subscriber and publisher that keep the at-least-once
-// guarantee are in the module's internal/jsq package.
+// guarantee are in package [github.com/floodgate-go/floodgate/jsq].
 package retryqueue

@@ -13,7 +13,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/floodgate-go/floodgate/internal/jsq"
+	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
 )

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/floodgate-go/floodgate/internal/jsq"
 	"github.com/floodgate-go/floodgate/internal/natstest"
+	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/floodgate-go/floodgate/retryqueue"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/floodgate-go/floodgate/internal/jsq"
+	"github.com/floodgate-go/floodgate/jsq"
 )
 
 // Metadata keys floodgate adds to diverted and dead-lettered messages. They

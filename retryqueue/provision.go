@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/floodgate-go/floodgate/internal/jsq"
+	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/nats-io/nats.go/jetstream"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
-	"github.com/floodgate-go/floodgate/internal/jsq"
+	"github.com/floodgate-go/floodgate/jsq"
 )
 
 // Queue diverts messages to the retry topic and dead-letters them. It never

@@ -26,8 +26,8 @@ import (
 	"github.com/floodgate-go/floodgate/deliver/as2/as2partner"
 	"github.com/floodgate-go/floodgate/deliver/as2/as2test"
 	"github.com/floodgate-go/floodgate/internal/exampleutil"
-	"github.com/floodgate-go/floodgate/internal/jsq"
 	"github.com/floodgate-go/floodgate/internal/x12"
+	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/floodgate-go/floodgate/middleware"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )

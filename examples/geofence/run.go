@@ -28,7 +28,7 @@ import (
 	"github.com/floodgate-go/floodgate/deliver/webhook"
 	"github.com/floodgate-go/floodgate/deliver/webhook/webhooktest"
 	"github.com/floodgate-go/floodgate/internal/exampleutil"
-	"github.com/floodgate-go/floodgate/internal/jsq"
+	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/floodgate-go/floodgate/middleware"
 )
 

@@ -8,8 +8,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/floodgate-go/floodgate/internal/jsq"
 	"github.com/floodgate-go/floodgate/internal/natsserver"
+	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
