@@ -1,4 +1,4 @@
-//go:build race || !(amd64 || arm64) || floodgate_nolinkname
+//go:build race || !amd64 || floodgate_nolinkname
 
 package breaker
 

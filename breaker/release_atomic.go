@@ -1,4 +1,4 @@
-//go:build race || !(amd64 || arm64)
+//go:build race || !amd64
 
 package breaker
 

@@ -1,4 +1,4 @@
-//go:build !race && (amd64 || arm64)
+//go:build !race && amd64
 
 package breaker
 
@@ -9,7 +9,8 @@ import (
 
 // storeRelease frees a slot on the closed fast path with a plain word store:
 // only the permit's holder writes a busy slot, claimers CAS only free slots,
-// and aligned 64-bit stores are single-copy atomic on this platform, so a
+// and aligned 64-bit stores are single-copy atomic and, under x86-64's total
+// store order, never reordered with earlier stores, so a
 // concurrent reader sees the old or the new word. An atomic store would be
 // an XCHG here, as costly as a CAS. (Under the race detector, and on other
 // platforms, it is an atomic store.)
