@@ -13,8 +13,11 @@ import (
 )
 
 // DefaultTimeout is the deadline given to one delivery attempt when
-// [Config.Timeout] is zero.
-const DefaultTimeout = 30 * time.Second
+// [Config.Timeout] is zero. It is well below the 30 s AckWait of JetStream's
+// and [jsq]'s defaults: Timeout plus the retry queue's PublishTimeout must
+// stay below the source consumer's AckWait, or the broker redelivers a
+// message whose delivery is still running.
+const DefaultTimeout = 10 * time.Second
 
 // ErrInvalidConfig is wrapped by every error [New] returns for a bad [Config].
 var ErrInvalidConfig = errors.New("middleware: invalid config")
@@ -29,7 +32,8 @@ type Config struct {
 
 	// Timeout bounds one delivery attempt: the wrapped handler runs with a
 	// message context that is cancelled after it. Optional. Default
-	// [DefaultTimeout] (30 s); must be > 0 when set.
+	// [DefaultTimeout] (10 s); must be > 0 when set, and Timeout plus the
+	// queue's PublishTimeout below the source consumer's AckWait.
 	Timeout time.Duration
 
 	// IsPermanent reports whether a handler error will fail again on every

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -83,9 +84,12 @@ func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
 
 // run calls h under the configured deadline and reports the outcome to the
 // breaker, with the latency from start (the admission time) on the breaker's
-// clock: two clock reads per call in all. The message's own context is restored before run returns, so a
-// later publish or retry never sees the timed-out one. A panic in h is
-// reported as a failure and re-raised. shutdown reports that the message's
+// clock: two clock reads per call in all. The message's own context is
+// restored before run returns, so a later publish or retry never sees the
+// timed-out one. A panic in h becomes a retryable error (*PanicError): the
+// call counts as a failure and the message is diverted with its attempt
+// counted, so a message that always panics ends in the dead letters instead
+// of looping. shutdown reports that the message's
 // own context was cancelled (not timed out), which is how the subscriber
 // signals that the router is closing.
 func (g *guard) run(h message.HandlerFunc, msg *message.Message, permit breaker.Permit, start time.Time, ev *Event) (out []*message.Message, err error, shutdown bool) {
@@ -99,7 +103,9 @@ func (g *guard) run(h message.HandlerFunc, msg *message.Message, permit breaker.
 			end := g.clock.Now()
 			ev.Latency = end.Sub(start)
 			permit.RecordAt(end, breaker.OutcomeFailure, ev.Latency)
-			panic(r)
+			out, err, shutdown = nil, &PanicError{Value: r, Stack: debug.Stack()}, false
+			g.cfg.Logger.Error("floodgate: handler panicked; the message is diverted as a failure", err,
+				watermill.LogFields{"message_uuid": msg.UUID, "stack": string(debug.Stack())})
 		}
 	}()
 
@@ -131,10 +137,14 @@ func (g *guard) outcome(err error, shutdown, probe bool) breaker.Outcome {
 }
 
 func (g *guard) divert(msg *message.Message, ev Event, reason retryqueue.Reason, cause error) error {
-	if err := g.cfg.Queue.Divert(msg.Context(), msg, reason, cause); err != nil {
+	dead, err := g.cfg.Queue.Route(msg.Context(), msg, reason, cause)
+	if err != nil {
 		return g.nack(msg, ev, "divert", err)
 	}
 	ev.Action, ev.Reason = Diverted, string(reason)
+	if dead != "" { // attempts or age used up, or malformed: dead-lettered instead
+		ev.Action, ev.Reason = DeadLettered, dead
+	}
 	g.emit(ev)
 	return nil
 }

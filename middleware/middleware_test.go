@@ -345,18 +345,44 @@ func TestTimeoutRestoresMessageContext(t *testing.T) {
 	}
 }
 
-func TestPanicCountsAsFailureAndIsReraised(t *testing.T) {
+// Regression (review): a panic was re-raised, so the router nacked and the
+// message came back forever, never counted against MaxAttempts. Now it is a
+// failure, diverted with its attempt counted.
+func TestPanicIsDivertedAsFailure(t *testing.T) {
 	e := newEnv(t, smallBreaker)
-	func() {
-		defer func() {
-			if r := recover(); r != "boom" {
-				t.Errorf("recovered %v, want the handler's panic", r)
-			}
-		}()
-		_, _ = e.mw(func(*message.Message) ([]*message.Message, error) { panic("boom") })(newMsg())
-	}()
+	msg := newMsg()
+	if _, err := e.mw(func(*message.Message) ([]*message.Message, error) { panic("boom") })(msg); err != nil {
+		t.Fatalf("handler error %v, want nil: the diversion is durable", err)
+	}
 	if s := e.b.Snapshot(); s.Failures != 1 {
 		t.Errorf("breaker failures = %d, want 1", s.Failures)
+	}
+	var pe *middleware.PanicError
+	if ev := e.lastEvent(); ev.Action != middleware.Diverted || !errors.As(ev.Err, &pe) || pe.Value != "boom" {
+		t.Errorf("event = %+v, want diverted with the PanicError", ev)
+	}
+	got := e.retry()
+	if len(got) != 1 || got[0].Metadata.Get(retryqueue.MetaAttempt) != "1" ||
+		!strings.Contains(got[0].Metadata.Get(retryqueue.MetaLastError), "boom") {
+		t.Fatalf("want one retry copy at attempt 1 whose last error names the panic, got %d", len(got))
+	}
+}
+
+// Regression (review): when the failure used up the attempts, the queue
+// dead-lettered the message but the middleware reported a diversion, so the
+// examples counted it as lost.
+func TestLastAttemptIsReportedAsDeadLetter(t *testing.T) {
+	e := newEnv(t, smallBreaker)
+	msg := newMsg()
+	msg.Metadata.Set(retryqueue.MetaAttempt, "9") // MaxAttempts defaults to 10
+	if _, err := e.mw(failWith(errPartner503))(msg); err != nil {
+		t.Fatal(err)
+	}
+	if ev := e.lastEvent(); ev.Action != middleware.DeadLettered || ev.Reason != retryqueue.DeadReasonMaxAttempts {
+		t.Errorf("event = %+v, want dead-lettered for %s", ev, retryqueue.DeadReasonMaxAttempts)
+	}
+	if n, m := len(e.dead()), len(e.retry()); n != 1 || m != 0 {
+		t.Errorf("dead/retry = %d/%d, want 1/0", n, m)
 	}
 }
 

@@ -3,6 +3,7 @@ package retryqueue
 import (
 	"context"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -163,6 +164,9 @@ func ExponentialBackoff(base, maxDelay time.Duration) func(attempt int) time.Dur
 		}
 		d := base
 		for i := 1; i < attempt && d < maxDelay; i++ {
+			if d > math.MaxInt64/2 { // doubling would overflow
+				return maxDelay
+			}
 			d *= 2
 		}
 		return min(d, maxDelay)

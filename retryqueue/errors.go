@@ -18,3 +18,7 @@ var (
 	// dead-lettered because its floodgate metadata could not be parsed.
 	ErrMalformed = errors.New("retryqueue: malformed metadata")
 )
+
+// ErrStreamConfig is returned by [Provision] when an existing retry or
+// dead-letter stream has settings under which it would lose messages.
+var ErrStreamConfig = errors.New("retryqueue: stream would lose messages")

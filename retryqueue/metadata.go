@@ -144,8 +144,9 @@ const (
 	// ReasonProbeLimit: the breaker was half-open and all probe slots were
 	// taken.
 	ReasonProbeLimit Reason = "probe-limit"
-	// ReasonRamp: the breaker was closed but the ramp after recovery had no
-	// room for the message.
+	// ReasonRamp: the breaker was recovering (half-open, in a ramp or
+	// adaptive recovery) and the share it admits had no room for the
+	// message.
 	ReasonRamp Reason = "ramp"
 	// ReasonFailure: delivery was attempted and failed with a retryable
 	// error. It increments [MetaAttempt] and sets [MetaNotBefore].
@@ -198,14 +199,12 @@ func (q *Queue) Malformed(msg *message.Message) (reason string, bad bool) {
 			return fmt.Sprintf("metadata key %q cannot be a NATS header", k), true
 		}
 	}
-	if v, ok := md[MetaAttempt]; ok {
-		if n, err := strconv.Atoi(v); err != nil || n < 0 {
-			return fmt.Sprintf("%s %q is not an integer >= 0", MetaAttempt, v), true
-		}
-	}
-	if v, ok := md[MetaDiversions]; ok {
-		if n, err := strconv.Atoi(v); err != nil || n < 0 {
-			return fmt.Sprintf("%s %q is not an integer >= 0", MetaDiversions, v), true
+	// Counts are bounded so an increment cannot wrap around.
+	for _, k := range []string{MetaAttempt, MetaDiversions} {
+		if v, ok := md[k]; ok {
+			if n, err := strconv.Atoi(v); err != nil || n < 0 || n > maxCount {
+				return fmt.Sprintf("%s %q is not an integer in [0, %d]", k, v, maxCount), true
+			}
 		}
 	}
 	if v, ok := md[MetaReason]; ok && !Reason(v).Valid() {
@@ -221,15 +220,35 @@ func (q *Queue) Malformed(msg *message.Message) (reason string, bad bool) {
 	if _, err := History(msg); err != nil {
 		return fmt.Sprintf("%s is not a JSON history: %v", MetaHistory, err), true
 	}
+	now := q.cfg.Clock.Now()
 	for _, k := range []string{MetaFirstDivertedAt, MetaDivertedAt, MetaNotBefore, MetaDeadAt} {
-		if v, ok := md[k]; ok {
-			if _, err := time.Parse(TimeFormat, v); err != nil {
-				return fmt.Sprintf("%s %q is not an RFC 3339 time", k, v), true
-			}
+		v, ok := md[k]
+		if !ok {
+			continue
+		}
+		t, err := time.Parse(TimeFormat, v)
+		if err != nil {
+			return fmt.Sprintf("%s %q is not an RFC 3339 time", k, v), true
+		}
+		// A time far in the future would park the message forever
+		// (not_before) or keep MaxAge from ever applying.
+		limit := now.Add(maxClockSkew)
+		if k == MetaNotBefore {
+			limit = now.Add(q.cfg.Backoff(q.cfg.MaxAttempts) + maxClockSkew)
+		}
+		if t.After(limit) {
+			return fmt.Sprintf("%s %q is later than %s", k, v, limit.UTC().Format(TimeFormat)), true
 		}
 	}
 	return "", false
 }
+
+// maxCount bounds the counters in the metadata (attempt, diversions).
+const maxCount = 1 << 30
+
+// maxClockSkew is how far in the future a time in the metadata may lie,
+// for clocks that differ between replicas.
+const maxClockSkew = 5 * time.Minute
 
 // NotBefore returns the time in msg's [MetaNotBefore], and false if it is
 // absent or does not parse.

@@ -30,7 +30,11 @@ func DeadLetterStreamConfig(topic string) jetstream.StreamConfig {
 
 // Provision creates the retry stream ([RetryStreamConfig]) and the
 // dead-letter stream ([DeadLetterStreamConfig]) for cfg's topics (defaults
-// applied) if they are missing. Existing streams are left as they are. It
+// applied) if they are missing. Existing streams are left as they are
+// (replicas, placement and storage are the operator's), but one that would
+// lose messages is refused with an error wrapping [ErrStreamConfig]: a retry
+// stream without work-queue retention, or either stream with a limit
+// (MaxAge, MaxMsgs, MaxBytes, MaxMsgsPerSubject) that discards messages. It
 // returns an error wrapping [ErrInvalidConfig] for invalid topics, or the
 // JetStream API error.
 func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
@@ -39,8 +43,11 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		if err := jsq.ValidateTopic(sc.Name); err != nil {
 			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 		}
-		_, err := js.Stream(ctx, sc.Name)
+		st, err := js.Stream(ctx, sc.Name)
 		if err == nil {
+			if err := checkExisting(st.CachedInfo().Config, sc); err != nil {
+				return err
+			}
 			continue
 		}
 		if !errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -66,4 +73,17 @@ func Depth(ctx context.Context, js jetstream.JetStream, stream, consumer string)
 		return 0, fmt.Errorf("retryqueue: consumer %q on %q info: %w", consumer, stream, err)
 	}
 	return info.NumPending + uint64(info.NumAckPending), nil
+}
+
+// checkExisting refuses an existing stream whose settings would drop
+// messages floodgate holds.
+func checkExisting(got, want jetstream.StreamConfig) error {
+	switch {
+	case got.Retention != want.Retention:
+		return fmt.Errorf("%w: stream %q has %s retention, want %s", ErrStreamConfig, got.Name, got.Retention, want.Retention)
+	case got.MaxAge > 0, got.MaxMsgs > 0, got.MaxBytes > 0, got.MaxMsgsPerSubject > 0:
+		return fmt.Errorf("%w: stream %q has a limit that discards messages (MaxAge %v, MaxMsgs %d, MaxBytes %d, MaxMsgsPerSubject %d); want none",
+			ErrStreamConfig, got.Name, got.MaxAge, got.MaxMsgs, got.MaxBytes, got.MaxMsgsPerSubject)
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package retryqueue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/floodgate-go/floodgate/jsq"
+	"github.com/nats-io/nats.go"
 )
 
 // Queue diverts messages to the retry topic and dead-letters them. It never
@@ -94,11 +96,21 @@ func (q *Queue) Stats() QueueStats {
 // an error wrapping [ErrPublish]; the caller must nack msg. It returns
 // [ErrInvalidReason] for an unknown reason.
 func (q *Queue) Divert(ctx context.Context, msg *message.Message, reason Reason, cause error) error {
+	_, err := q.Route(ctx, msg, reason, cause)
+	return err
+}
+
+// Route is [Queue.Divert] that also reports what it did: deadReason is empty
+// when msg went to the retry queue, and otherwise the reason it was
+// dead-lettered instead ([DeadReasonMalformed], [DeadReasonMaxAttempts],
+// [DeadReasonMaxAge]). The middleware uses it to report dead letters as
+// such. It returns the errors Divert returns.
+func (q *Queue) Route(ctx context.Context, msg *message.Message, reason Reason, cause error) (deadReason string, err error) {
 	if !reason.Valid() {
-		return fmt.Errorf("%w: %q", ErrInvalidReason, reason)
+		return "", fmt.Errorf("%w: %q", ErrInvalidReason, reason)
 	}
 	if why, bad := q.Malformed(msg); bad {
-		return q.deadLetter(ctx, msg, DeadReasonMalformed, fmt.Errorf("%w: %s", ErrMalformed, why))
+		return DeadReasonMalformed, q.deadLetter(ctx, msg, DeadReasonMalformed, fmt.Errorf("%w: %s", ErrMalformed, why))
 	}
 	now := q.cfg.Clock.Now()
 	attempt := Attempt(msg)
@@ -131,9 +143,9 @@ func (q *Queue) Divert(ctx context.Context, msg *message.Message, reason Reason,
 	}
 	switch {
 	case reason == ReasonFailure && attempt >= q.cfg.MaxAttempts:
-		return q.deadLetter(ctx, c, DeadReasonMaxAttempts, lastErr)
+		return DeadReasonMaxAttempts, q.deadLetter(ctx, c, DeadReasonMaxAttempts, lastErr)
 	case now.Sub(first) >= q.cfg.MaxAge:
-		return q.deadLetter(ctx, c, DeadReasonMaxAge, lastErr)
+		return DeadReasonMaxAge, q.deadLetter(ctx, c, DeadReasonMaxAge, lastErr)
 	}
 	appendHistory(c, entry, q.cfg.MaxHistory)
 	key := q.key(msg)
@@ -142,13 +154,13 @@ func (q *Queue) Divert(ctx context.Context, msg *message.Message, reason Reason,
 	q.hold(key)
 	if err := q.publish(ctx, q.cfg.RetryTopic, c); err != nil {
 		q.Release(key)
-		return err
+		return "", err
 	}
 	q.diverted.Add(1)
 	if s := slotFrom(ctx); s != nil {
 		s.set(outcomeDiverted, reason)
 	}
-	return nil
+	return "", nil
 }
 
 // DeadLetter publishes a copy of msg to the dead-letter topic and returns nil
@@ -181,6 +193,7 @@ func (q *Queue) deadLetter(ctx context.Context, msg *message.Message, reason str
 		c.Metadata.Set(MetaDroppedKeys, strings.Join(dropped, ","))
 	}
 	now := q.cfg.Clock.Now()
+	reason = truncate(reason, q.cfg.MaxErrorLen)
 	c.Metadata.Set(MetaDeadReason, reason)
 	c.Metadata.Set(MetaDeadAt, formatTime(now))
 	entry := HistoryEntry{At: now.UTC(), Event: EventDeadLettered, Reason: reason, Attempt: Attempt(c)}
@@ -233,9 +246,38 @@ func (q *Queue) publish(ctx context.Context, topic string, m *message.Message) e
 			err = pctx.Err()
 		}
 	}
+	if errors.Is(err, nats.ErrMaxPayload) && compact(m) {
+		return q.publish(ctx, topic, m) // once: compact reports false the second time
+	}
 	if err != nil {
 		q.failed.Add(1)
 		return fmt.Errorf("%w: %s to %q: %w", ErrPublish, m.UUID, topic, err)
 	}
 	return nil
+}
+
+// compactErrorLen bounds the error texts of a compacted copy.
+const compactErrorLen = 64
+
+// compact shrinks the metadata floodgate added to m, so a copy that grew
+// past the server's max_payload (history, error texts) fits again: it drops
+// the history (counting it in [MetaHistoryDropped]) and cuts the error and
+// dead-letter reason texts. It reports whether it changed anything, so a
+// publish is retried at most once.
+func compact(m *message.Message) bool {
+	changed := false
+	if h := m.Metadata.Get(MetaHistory); h != "" {
+		entries, _ := History(m)
+		dropped, _ := strconv.Atoi(m.Metadata.Get(MetaHistoryDropped))
+		delete(m.Metadata, MetaHistory)
+		m.Metadata.Set(MetaHistoryDropped, strconv.Itoa(dropped+len(entries)))
+		changed = true
+	}
+	for _, k := range []string{MetaLastError, MetaDeadReason} {
+		if v := m.Metadata.Get(k); len(v) > compactErrorLen {
+			m.Metadata.Set(k, truncate(v, compactErrorLen))
+			changed = true
+		}
+	}
+	return changed
 }

@@ -3,9 +3,12 @@ package retryqueue_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/floodgate-go/floodgate/internal/natstest"
@@ -352,5 +355,98 @@ func TestDefaultBackoff(t *testing.T) {
 		if got := retryqueue.DefaultBackoff(attempt); got != d {
 			t.Errorf("DefaultBackoff(%d) = %s, want %s", attempt, got, d)
 		}
+	}
+}
+
+// Regression (review): a copy that grew past the server's max_payload (a
+// near-limit payload plus floodgate's history and error texts) failed to
+// publish forever, so the source was nacked in a loop. The queue now drops
+// the history and cuts the texts, and the copy fits.
+func TestDivertCompactsCopyPastMaxPayload(t *testing.T) {
+	e := newEnv(t, natstest.URL(t), func(c *retryqueue.Config) { c.MaxErrorLen = 4000 })
+	max := int(e.nc.MaxPayload())
+	msg := message.NewMessage("uuid-big", make([]byte, max-6000))
+	msg.Metadata.Set(retryqueue.MetaOriginalTopic, "orders")
+	long := errors.New(strings.Repeat("partner said no. ", 230)) // ~3.9 KB, kept in last_error and history
+	for i := 0; i < 3; i++ {
+		if err := e.q.Divert(context.Background(), msg, retryqueue.ReasonFailure, long); err != nil {
+			t.Fatalf("divert %d: %v", i, err)
+		}
+		msg = last(t, e.js, e.q.RetryTopic())
+	}
+	if got := msg.Metadata.Get(retryqueue.MetaAttempt); got != "3" {
+		t.Errorf("attempt = %q, want 3", got)
+	}
+	if msg.Metadata.Get(retryqueue.MetaHistoryDropped) == "" || len(msg.Metadata.Get(retryqueue.MetaLastError)) > 64 {
+		t.Errorf("history_dropped %q, last_error %d bytes: want the copy compacted",
+			msg.Metadata.Get(retryqueue.MetaHistoryDropped), len(msg.Metadata.Get(retryqueue.MetaLastError)))
+	}
+}
+
+// Regression (review): a far-future not_before parked a message forever, a
+// future first_diverted_at kept MaxAge from applying, and attempt =
+// MaxInt64 wrapped around on increment. All are malformed now.
+func TestMalformedBoundsTimesAndCounts(t *testing.T) {
+	clock := newFakeClock()
+	e := newEnv(t, natstest.URL(t), func(c *retryqueue.Config) { c.Clock = clock })
+	now := clock.Now()
+	for _, tc := range []struct {
+		key, value string
+		bad        bool
+	}{
+		{retryqueue.MetaNotBefore, ts(now.Add(time.Minute)), false},
+		{retryqueue.MetaNotBefore, ts(now.Add(24 * 365 * time.Hour)), true},
+		{retryqueue.MetaFirstDivertedAt, ts(now.Add(-time.Hour)), false},
+		{retryqueue.MetaFirstDivertedAt, ts(now.Add(48 * time.Hour)), true},
+		{retryqueue.MetaAttempt, "9223372036854775807", true},
+		{retryqueue.MetaDiversions, "12", false},
+	} {
+		m := message.NewMessage("u", []byte("p"))
+		m.Metadata.Set(tc.key, tc.value)
+		why, bad := e.q.Malformed(m)
+		if bad != tc.bad {
+			t.Errorf("%s=%s: malformed %v (%q), want %v", tc.key, tc.value, bad, why, tc.bad)
+		}
+		if bad && !strings.Contains(why, tc.key) {
+			t.Errorf("%s=%s: reason %q does not name the key", tc.key, tc.value, why)
+		}
+	}
+}
+
+// Regression (review): Provision accepted an existing retry stream with
+// limits retention, which kept acked messages, or a MaxAge that silently
+// dropped the backlog.
+func TestProvisionRefusesLossyStreams(t *testing.T) {
+	url := natstest.URL(t)
+	js := natstest.JetStream(t, natstest.Conn(t, url))
+	for _, mod := range []func(*jetstream.StreamConfig){
+		func(c *jetstream.StreamConfig) { c.Retention = jetstream.LimitsPolicy },
+		func(c *jetstream.StreamConfig) { c.MaxAge = time.Second },
+	} {
+		cfg := retryqueue.Config{RetryTopic: natstest.Name(t, "retry"), DeadLetterTopic: natstest.Name(t, "dead")}
+		natstest.DeleteStreams(t, js, cfg.RetryTopic, cfg.DeadLetterTopic)
+		sc := retryqueue.RetryStreamConfig(cfg.RetryTopic)
+		mod(&sc)
+		if _, err := js.CreateStream(context.Background(), sc); err != nil {
+			t.Fatal(err)
+		}
+		err := retryqueue.Provision(context.Background(), js, cfg)
+		if !errors.Is(err, retryqueue.ErrStreamConfig) || !strings.Contains(err.Error(), cfg.RetryTopic) {
+			t.Errorf("Provision over %+v: %v, want ErrStreamConfig naming the stream", sc, err)
+		}
+	}
+}
+
+// Regression (review): ExponentialBackoff(1s, MaxInt64)(40) overflowed to a
+// negative delay.
+func TestExponentialBackoffNeverOverflows(t *testing.T) {
+	b := retryqueue.ExponentialBackoff(time.Second, time.Duration(math.MaxInt64))
+	prev := time.Duration(0)
+	for a := 1; a <= 80; a++ {
+		d := b(a)
+		if d < prev {
+			t.Fatalf("attempt %d: %v < attempt %d's %v", a, d, a-1, prev)
+		}
+		prev = d
 	}
 }

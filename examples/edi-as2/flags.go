@@ -29,7 +29,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("edi-as2", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Float64Var(&o.rate, "rate", 40, "X12 850 messages published per `second`, in (0, 5000]")
+	fs.Float64Var(&o.rate, "rate", 40, "X12 850 messages published per second, in (0, 5000]")
 	fs.DurationVar(&o.produceFor, "produce-for", 20*time.Second, "how long the producer publishes, in (0, 10m]")
 	fs.DurationVar(&o.healthyFor, "healthy", 3*time.Second, "healthy partner before the outage, in [0, 10m]")
 	fs.DurationVar(&o.outage, "outage", 6*time.Second, "outage: the partner answers HTTP 503, in [0, 1h]")

@@ -263,7 +263,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 				drainedAt = time.Time{} // refilled (a re-trip): measure to the final empty backlog
 			}
 			if now.Sub(lastLine) >= time.Second {
-				lastLine = now
+				lastLine = lastLine.Add(time.Second)
 				cur := snapshot{
 					admitted: c.Admitted.Load(), diverted: c.Diverted.Load(),
 					drained: int64(drainer.Stats().Drained), errors: int64(partner.Stats().Errors),
