@@ -14,7 +14,8 @@
 //	go run ./examples/edi-as2 -summary s.json  # also write a JSON summary
 //	go run ./examples/edi-as2 -nats-url nats://127.0.0.1:4222
 //
-// It exits 0 when nothing was lost, 1 when something was, 2 on bad flags.
+// It exits 0 when every order was delivered or dead-lettered, 1 when some
+// were lost or still queued when -settle ran out, 2 on bad flags.
 package main
 
 import (
@@ -52,6 +53,10 @@ func main() {
 	}
 	if sum.Lost > 0 {
 		fmt.Fprintf(os.Stderr, "edi-as2: %d messages lost\n", sum.Lost)
+		os.Exit(1)
+	}
+	if sum.Queued > 0 {
+		fmt.Fprintf(os.Stderr, "edi-as2: %d messages still queued when -settle (%v) ran out; raise -settle to let the drain finish\n", sum.Queued, o.settle)
 		os.Exit(1)
 	}
 }

@@ -33,8 +33,8 @@ func TestShortRun(t *testing.T) {
 	if sum.Produced == 0 {
 		t.Fatal("produced nothing")
 	}
-	if sum.Lost != 0 {
-		t.Errorf("lost = %d, want 0", sum.Lost)
+	if sum.Lost != 0 || sum.Queued != 0 {
+		t.Errorf("lost = %d, queued = %d, want 0 and 0", sum.Lost, sum.Queued)
 	}
 	if sum.DeliveredUnique+sum.DeadLettered != sum.Produced {
 		t.Errorf("delivered %d + dead-lettered %d != produced %d", sum.DeliveredUnique, sum.DeadLettered, sum.Produced)
@@ -77,6 +77,7 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-settle", "-1s"}, "-settle"},
 		{[]string{"extra"}, "extra"},
 		{[]string{"-metrics-addr", "9090"}, "-metrics-addr"},
+		{[]string{"-metrics-addr", ":99999"}, "-metrics-addr"},
 	} {
 		var stderr bytes.Buffer
 		_, err := parseFlags(tc.args, &stderr)

@@ -286,6 +286,14 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		fmt.Fprintln(out, "router close:", err)
 	}
 	wg.Wait()
+	// What is still in a stream is queued, not lost: the retry backlog and
+	// source messages not yet acked.
+	if n, err := drainer.Backlog(context.Background()); err == nil {
+		sum.Queued += int(n)
+	}
+	if n, err := retryqueue.Depth(context.Background(), js, sourceTopic, jsq.DefaultConsumerName(sourceTopic)); err == nil {
+		sum.Queued += int(n)
+	}
 
 	sum.RetripsAfterRecovery = tl.tripsAfterRecovery(outageEnd)
 	sum.TimeToFullTrafficS, sum.DrainS = -1, -1
@@ -299,6 +307,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	st := partner.Stats()
 	received := partner.Received()
 	sum.Account(ids, func(id string) int { return received[as2.MessageID(id, idDomain)] }, c.Dead)
+	sum.Lost = max(0, sum.Lost-sum.Queued) // unaccounted but still queued
 	sum.Diverted = int(c.Diverted.Load())
 	sum.DeadLettered = int(c.DeadLettered.Load())
 	sum.Trips = int(c.Trips.Load())

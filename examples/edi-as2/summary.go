@@ -10,6 +10,11 @@ import (
 // summary is the run's outcome; -summary writes it as one JSON object.
 type summary struct {
 	exampleutil.Summary
+	// Queued counts messages still in a stream when the run ended (retry
+	// backlog and unacked source messages): not lost, not yet delivered.
+	// Lost counts produced messages neither received, dead-lettered nor
+	// queued.
+	Queued          int `json:"queued"`
 	Drained         int `json:"drained"`
 	SignedEncrypted int `json:"signed_encrypted"` // orders the partner processed that were signed and encrypted
 	SignedMDNs      int `json:"signed_mdns"`      // signed MDNs the partner returned
@@ -30,8 +35,8 @@ type summary struct {
 func (s *summary) writeFile(path string) error { return exampleutil.WriteJSON(path, s) }
 
 func (s *summary) print(w io.Writer) {
-	fmt.Fprintf(w, "\nproduced %d, delivered %d unique (%d duplicates), dead-lettered %d, lost %d\n",
-		s.Produced, s.DeliveredUnique, s.Duplicates, s.DeadLettered, s.Lost)
+	fmt.Fprintf(w, "\nproduced %d, delivered %d unique (%d duplicates), dead-lettered %d, still queued %d, lost %d\n",
+		s.Produced, s.DeliveredUnique, s.Duplicates, s.DeadLettered, s.Queued, s.Lost)
 	fmt.Fprintf(w, "signed and encrypted %d, signed MDNs %d\n", s.SignedEncrypted, s.SignedMDNs)
 	fmt.Fprintf(w, "trips %d, diverted %d, drained %d, backlog peak %d, partner errors %d, elapsed %.1fs\n",
 		s.Trips, s.Diverted, s.Drained, s.BacklogPeak, s.PartnerErrors, s.ElapsedS)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -40,7 +41,8 @@ func (f *FlagCheck) Addr(name, v string) {
 	if v == "" {
 		return
 	}
-	if _, _, err := net.SplitHostPort(v); err != nil {
-		f.errs = append(f.errs, fmt.Errorf("-%s must be host:port (e.g. :9090), got %q", name, v))
+	_, port, err := net.SplitHostPort(v)
+	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
+		f.errs = append(f.errs, fmt.Errorf("-%s must be host:port with a port in [0, 65535] (e.g. :9090), got %q", name, v))
 	}
 }
