@@ -13,6 +13,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/floodgate-go/floodgate/deliver/as2"
+	"github.com/floodgate-go/floodgate/internal/faultscript"
 	"github.com/floodgate-go/floodgate/internal/x12"
 )
 
@@ -126,15 +127,7 @@ func (p *Partner) phaseIndex(t time.Time) int {
 	if !p.started {
 		return 0
 	}
-	elapsed := t.Sub(p.t0)
-	last := len(p.cfg.Script) - 1
-	for i, ph := range p.cfg.Script {
-		if i == last || elapsed < ph.Duration {
-			return i
-		}
-		elapsed -= ph.Duration
-	}
-	return last
+	return faultscript.Index(p.cfg.Script, func(ph Phase) time.Duration { return ph.Duration }, t.Sub(p.t0))
 }
 
 // Received returns a copy of the Message-IDs processed (the Message-ID

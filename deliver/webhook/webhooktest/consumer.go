@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/deliver/webhook"
+	"github.com/floodgate-go/floodgate/internal/faultscript"
 )
 
 // Configuration errors, returned (wrapped, naming the field) by
@@ -227,15 +228,7 @@ func (c *Consumer) phaseIndex(t time.Time) int {
 	if !c.started {
 		return 0
 	}
-	elapsed := t.Sub(c.t0)
-	last := len(c.cfg.Script) - 1
-	for i, ph := range c.cfg.Script {
-		if i == last || elapsed < ph.Duration {
-			return i
-		}
-		elapsed -= ph.Duration
-	}
-	return last
+	return faultscript.Index(c.cfg.Script, func(ph Phase) time.Duration { return ph.Duration }, t.Sub(c.t0))
 }
 
 // Deliveries returns a copy of the idempotency keys processed, with the
