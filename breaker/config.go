@@ -207,7 +207,9 @@ type Config struct {
 	// range > 0.
 	HalfOpenBound time.Duration
 
-	// HalfOpenPolicy is optional. Default [HalfOpenCappedProbes].
+	// HalfOpenPolicy is optional: how the half-open state admits calls and
+	// decides to close (single probe, capped probes, ramp or adaptive; see
+	// [HalfOpenPolicy]). Default [HalfOpenCappedProbes].
 	HalfOpenPolicy HalfOpenPolicy
 
 	// RampSteps is optional (ramp policy): the admitted shares, strictly
@@ -294,7 +296,8 @@ type Config struct {
 	// until a later check passes. Default nil: no health check.
 	HealthCheck func(ctx context.Context) error
 
-	// HealthCheckInterval is optional. Default 1s; range > 0.
+	// HealthCheckInterval is optional: how often HealthCheck is called while
+	// the breaker is open. Default 1s; range > 0.
 	HealthCheckInterval time.Duration
 
 	// HealthCheckTimeout is optional: the deadline of each check's ctx.

@@ -72,6 +72,8 @@ func TestSimBadFlags(t *testing.T) {
 		{[]string{"-drain-rate", "-5"}, "-drain-rate"},
 		{[]string{"-latency", "1s", "-latency-p99", "10ms"}, "-latency-p99"},
 		{[]string{"-max-open-window", "100ms"}, "-max-open-window"},
+		{[]string{"-open-window", "0"}, "-open-window"},
+		{[]string{"-drain-rate", "0"}, "-drain-rate"},
 		{[]string{"-duration", "49h"}, "-duration"},
 		{[]string{"extra"}, "extra"},
 	} {

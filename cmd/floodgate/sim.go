@@ -161,6 +161,16 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	f.Seed = seed
+	// A zero in the scenario means "the default"; given on the command
+	// line it is out of range.
+	for name, v := range map[string]float64{
+		"drain-rate": f.DrainRate, "slow-call": float64(f.SlowCallDuration),
+		"open-window": float64(f.OpenWindow), "max-open-window": float64(f.MaxOpenWindow),
+	} {
+		if set[name] && v <= 0 {
+			return usageError(stderr, "-%s: must be > 0", name)
+		}
+	}
 	sc = applyFlags(sc, f, set)
 	if err := sc.Validate(); err != nil {
 		var fe *sim.FieldError
