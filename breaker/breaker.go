@@ -133,10 +133,13 @@ func New(cfg Config) (*Breaker, error) {
 // Name returns [Config.Name].
 func (b *Breaker) Name() string { return b.cfg.Name }
 
-// Config returns the breaker's configuration with defaults applied.
+// Config returns the breaker's configuration with defaults applied,
+// including Clock: the wall clock when none was given, so callers that
+// measure latency for [Permit.RecordAt] read the breaker's own time.
 func (b *Breaker) Config() Config {
 	c := b.cfg
 	c.RampSteps = slices.Clone(c.RampSteps)
+	c.Clock = b.clock
 	return c
 }
 

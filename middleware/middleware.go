@@ -26,15 +26,8 @@ func New(cfg Config) (message.HandlerMiddleware, error) {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
 	g := &guard{cfg: cfg, clock: cfg.Breaker.Config().Clock}
-	if g.clock == nil {
-		g.clock = wallClock{}
-	}
 	return g.wrap, nil
 }
-
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
 
 type guard struct {
 	cfg   Config
