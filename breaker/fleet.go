@@ -666,30 +666,42 @@ func (f *Fleet) publish(ev Transition) bool {
 		if !ok {
 			return true // adopt cur, applied by applyLatest
 		}
-		ctx, cancel := f.opCtx()
-		nrev, err := f.store.CompareAndSwap(ctx, f.name, next, rev)
-		cancel()
-		switch {
-		case err == nil:
-			f.storeOK()
-			f.setRec(next, nrev)
+		written, retry := f.cas(next, rev)
+		if written {
 			f.mu.Lock()
 			f.stats.Published++
 			f.mu.Unlock()
 			return true
-		case errors.Is(err, ErrStaleRevision):
-			f.mu.Lock()
-			f.stats.StaleCAS++
-			f.mu.Unlock()
-			if !f.reload() {
-				return false
-			}
-		default:
-			f.storeFailed()
+		}
+		if !retry {
 			return false
 		}
 	}
 	return true // lost too many races: the shared state wins
+}
+
+// cas writes next over revision rev of the shared state. written reports
+// success; retry that the revision was stale and the state has been
+// reloaded, so the caller may merge again; both false mean the store is
+// unreachable.
+func (f *Fleet) cas(next SharedState, rev uint64) (written, retry bool) {
+	ctx, cancel := f.opCtx()
+	nrev, err := f.store.CompareAndSwap(ctx, f.name, next, rev)
+	cancel()
+	switch {
+	case err == nil:
+		f.storeOK()
+		f.setRec(next, nrev)
+		return true, false
+	case errors.Is(err, ErrStaleRevision):
+		f.mu.Lock()
+		f.stats.StaleCAS++
+		f.mu.Unlock()
+		return false, f.reload()
+	default:
+		f.storeFailed()
+		return false, false
+	}
 }
 
 // merge returns the shared state to write for local transition ev on top of
@@ -786,23 +798,11 @@ func (f *Fleet) countGood(epoch uint64) bool {
 				next.State, next.Trips, next.Window = StateClosed, 0, r.Window
 			}
 		}
-		ctx, cancel := f.opCtx()
-		nrev, err := f.store.CompareAndSwap(ctx, f.name, next, rev)
-		cancel()
-		switch {
-		case err == nil:
-			f.storeOK()
-			f.setRec(next, nrev)
+		written, retry := f.cas(next, rev)
+		if written {
 			return true
-		case errors.Is(err, ErrStaleRevision):
-			f.mu.Lock()
-			f.stats.StaleCAS++
-			f.mu.Unlock()
-			if !f.reload() {
-				return false
-			}
-		default:
-			f.storeFailed()
+		}
+		if !retry {
 			return false
 		}
 	}
