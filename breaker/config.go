@@ -265,7 +265,9 @@ type Config struct {
 	// share holds at its backed-off level after a loss before it probes
 	// above the loss level; it bounds the failures a dependency that stays
 	// at a reduced capacity sees (one per probe) and how long after the
-	// capacity returns the share starts to grow. Default 2; range [1, 1000].
+	// capacity returns the share starts to grow: a larger hold makes fewer
+	// errors and reaches full traffic later (the README's "Choosing a
+	// strategy" measures 2, 3 and 4). Default 2; range [1, 1000].
 	AdaptiveHold int
 
 	// AdaptiveBackoff is optional (adaptive policy): the multiplicative

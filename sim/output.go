@@ -53,6 +53,22 @@ func (s Scenario) Describe() string {
 	if s.Backlog {
 		fmt.Fprintf(&b, "; retry backlog drained at %g calls/s once closed (eager: all at once)", s.DrainRate)
 	}
+	if s.FixedOpenWindow {
+		fmt.Fprintf(&b, "; fixed %s open window", FormatDuration(s.OpenWindow))
+	}
+	if s.TripWindow > 0 || s.TripMinCalls > 0 {
+		window := "the last 20 calls"
+		if s.TripWindow > 0 {
+			window = "the last " + FormatDuration(s.TripWindow)
+		} else if s.TripMinCalls > 20 {
+			window = fmt.Sprintf("the last %d calls", s.TripMinCalls)
+		}
+		minCalls := s.TripMinCalls
+		if minCalls == 0 {
+			minCalls = 10
+		}
+		fmt.Fprintf(&b, "; trips over %s (at least %d calls)", window, minCalls)
+	}
 	return b.String()
 }
 
@@ -138,6 +154,9 @@ type scenarioJSON struct {
 	SlowCallDurationS float64     `json:"slow_call_duration_s"`
 	OpenWindowS       float64     `json:"open_window_s"`
 	MaxOpenWindowS    float64     `json:"max_open_window_s"`
+	FixedOpenWindow   bool        `json:"fixed_open_window"`
+	TripWindowS       float64     `json:"trip_window_s"`
+	TripMinCalls      int         `json:"trip_min_calls"`
 	HealthCheck       bool        `json:"health_check"`
 	Capacity          float64     `json:"capacity"`
 	Backlog           bool        `json:"backlog"`
@@ -198,6 +217,7 @@ func WriteJSON(w io.Writer, sc Scenario, results []Result, withSeries bool) erro
 		Overflow: sc.Overflow.String(), Healthy: latJSON(sc.Healthy), Slow: latJSON(sc.Slow),
 		SlowCallDurationS: secs(sc.SlowCallDuration), OpenWindowS: secs(sc.OpenWindow),
 		MaxOpenWindowS: secs(sc.MaxOpenWindow), HealthCheck: sc.HealthCheck,
+		FixedOpenWindow: sc.FixedOpenWindow, TripWindowS: secs(sc.TripWindow), TripMinCalls: sc.TripMinCalls,
 		Capacity: sc.Capacity, Backlog: sc.Backlog, DrainRate: sc.DrainRate, Seed: sc.Seed,
 	}}
 	for _, p := range sc.Phases() {

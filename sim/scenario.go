@@ -190,6 +190,29 @@ type Scenario struct {
 	// >= OpenWindow.
 	MaxOpenWindow time.Duration
 
+	// FixedOpenWindow is optional. When true every strategy opens for
+	// exactly OpenWindow, unjittered, at every trip, as the
+	// probing-strategies note's code does (reopen_at = now + open_for), and
+	// MaxOpenWindow is not used. Default false: floodgate's default, a window
+	// doubling from OpenWindow up to MaxOpenWindow, jittered by ±20 %. Eager's
+	// window is fixed either way.
+	FixedOpenWindow bool
+
+	// TripWindow is optional: when > 0, every strategy judges its failure and
+	// slow-call rates over the calls of the last TripWindow (a time-based
+	// window, [breaker.Config.WindowDuration]). Default 0: the breaker's
+	// default count-based window of the last 20 calls. Range 0 or
+	// [10ms, 1h].
+	TripWindow time.Duration
+
+	// TripMinCalls is optional: how many calls the window must hold before a
+	// rate can trip ([breaker.Config.MinimumCalls]; the adaptive policy also
+	// uses it as the evidence it needs at its minimum share). Default 0: the
+	// breaker's default, 10. With the count-based window, the window grows
+	// to hold TripMinCalls calls when it is larger than 20. Range
+	// [0, 1000000].
+	TripMinCalls int
+
 	// HealthCheck is optional. When true every strategy except eager polls a
 	// health check every second while open; it passes whenever the dependency
 	// is not down (a slow dependency passes it). Default false.
@@ -206,6 +229,8 @@ const (
 	maxRate     = 100000
 	maxDuration = 48 * time.Hour
 	maxCalls    = 100_000_000
+
+	maxTripMinCalls = 1_000_000
 )
 
 func (s *Scenario) setDefaults() {
@@ -306,6 +331,12 @@ func (s *Scenario) validate() error {
 	if s.MaxOpenWindow < s.OpenWindow {
 		return invalid("MaxOpenWindow", s.MaxOpenWindow, fmt.Sprintf(">= OpenWindow (%v)", s.OpenWindow))
 	}
+	if s.TripWindow != 0 && (s.TripWindow < 10*time.Millisecond || s.TripWindow > time.Hour) {
+		return invalid("TripWindow", s.TripWindow, "0 (a count-based window of 20 calls) or [10ms, 1h]")
+	}
+	if s.TripMinCalls < 0 || s.TripMinCalls > maxTripMinCalls {
+		return invalid("TripMinCalls", s.TripMinCalls, fmt.Sprintf("[0, %d] calls (0: the breaker's default, 10)", maxTripMinCalls))
+	}
 	return nil
 }
 
@@ -354,16 +385,29 @@ func (s Scenario) Phases() []Phase {
 	return ps
 }
 
-// PresetNames returns the names accepted by [Preset]: "fragile", "slow" and
-// "long-outage".
-func PresetNames() []string { return []string{"fragile", "slow", "long-outage"} }
+// PresetNames returns the names accepted by [Preset]: "fragile",
+// "fragile-defaults", "slow" and "long-outage".
+func PresetNames() []string {
+	return []string{"fragile", "fragile-defaults", "slow", "long-outage"}
+}
 
 // Preset returns a scenario of the design notes (in the project's shared
 // seeds), with Seed 1:
 //
 //   - "fragile" (probing-strategies note): 100 calls/s; the dependency is
 //     down from 10s to 20s, then for 10s takes only 30 calls/s (the excess
-//     fails), then is fully healthy; 60s in all.
+//     fails), then is fully healthy; 60s in all. The breakers are the
+//     note's: a fixed, unjittered open window (its code reopens at
+//     now + open_for) of 5s, tripping on the failure rate over the last
+//     second once it holds 80 calls. The note gives neither number; these
+//     two reproduce its single probe (118 errors, 2 re-trips, full traffic
+//     after 13 s; seed 1 gives 118, 2, 12.1 s) and then its ramp comes out
+//     near the note's too (36, 1, 17 s; seed 1 gives 46, 1, 17.8 s).
+//   - "fragile-defaults": the same dependency behind floodgate's default
+//     breaker: a window of the last 20 calls (at least 10) and an open
+//     window doubling from 1s up to 30s, jittered. It trips sooner and waits
+//     out more of the fragile period, so every strategy makes fewer errors
+//     than against the note's breaker.
 //   - "slow" (geofence note): 100 calls/s to a consumer answering in 2ms
 //     (P99 5ms), whose latency is median 300ms, P99 900ms from 15s until
 //     t = 20s, then 2ms (P99 5ms) again. The consumer serves 200 calls/s
@@ -381,6 +425,15 @@ func PresetNames() []string { return []string{"fragile", "slow", "long-outage"} 
 func Preset(name string) (Scenario, error) {
 	switch name {
 	case "fragile":
+		return Scenario{
+			Name: name, Rate: 100, Duration: 60 * time.Second,
+			RecoverAt: 20 * time.Second, Outage: 10 * time.Second,
+			Fragile: 10 * time.Second, FragileCapacity: 30, Overflow: OverflowFail,
+			OpenWindow: 5 * time.Second, MaxOpenWindow: 5 * time.Second, FixedOpenWindow: true,
+			TripWindow: time.Second, TripMinCalls: 80,
+			Seed: 1,
+		}.WithDefaults(), nil
+	case "fragile-defaults":
 		return Scenario{
 			Name: name, Rate: 100, Duration: 60 * time.Second,
 			RecoverAt: 20 * time.Second, Outage: 10 * time.Second,

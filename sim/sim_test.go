@@ -49,8 +49,8 @@ func TestDeterminism(t *testing.T) {
 // goes half-open) exactly Window after the trip, although no call arrives at
 // that instant.
 func TestTimersFireOnTime(t *testing.T) {
-	for _, p := range []string{"fragile", "slow"} {
-		_, m := runPreset(t, p)
+	for _, p := range []string{"fragile", "fragile-defaults", "slow"} {
+		sc, m := runPreset(t, p)
 		for _, s := range sim.StrategyNames() {
 			tr := m[s].Transitions
 			n := 0
@@ -66,10 +66,10 @@ func TestTimersFireOnTime(t *testing.T) {
 			if n == 0 {
 				t.Errorf("%s/%s: the breaker never opened", p, s)
 			}
-			if s == sim.Eager {
+			if s == sim.Eager || sc.FixedOpenWindow {
 				for _, x := range tr {
-					if x.To == breaker.StateOpen && x.Window != time.Second {
-						t.Errorf("%s/eager: open window %v, want a fixed 1s", p, x.Window)
+					if x.To == breaker.StateOpen && x.Window != sc.OpenWindow {
+						t.Errorf("%s/%s: open window %v, want a fixed %v", p, s, x.Window, sc.OpenWindow)
 					}
 				}
 			}
@@ -131,7 +131,8 @@ func TestAccounting(t *testing.T) {
 		if got := m[sim.CappedProbes].MaxProbesInFlight; got < 1 || got > 2 {
 			t.Errorf("%s/capped-probes: %d probes in flight, want 1..2", p, got)
 		}
-		if e, c := m[sim.Eager].ProbesDuringOutage, m[sim.CappedProbes].ProbesDuringOutage; e <= c {
+		// Every strategy's window is eager's when it is fixed.
+		if e, c := m[sim.Eager].ProbesDuringOutage, m[sim.CappedProbes].ProbesDuringOutage; e <= c && !sc.FixedOpenWindow {
 			t.Errorf("%s: eager sent %d probes into the outage, capped-probes %d; want eager more", p, e, c)
 		}
 	}
@@ -209,6 +210,10 @@ func TestValidate(t *testing.T) {
 		{"Slow.Median", func(s *sim.Scenario) { s.Slow = sim.Latency{Median: -1, P99: time.Second} }},
 		{"MaxOpenWindow", func(s *sim.Scenario) { s.OpenWindow, s.MaxOpenWindow = time.Minute, time.Second }},
 		{"Arrivals", func(s *sim.Scenario) { s.Arrivals = 7 }},
+		{"TripWindow", func(s *sim.Scenario) { s.TripWindow = 5 * time.Millisecond }},
+		{"TripWindow", func(s *sim.Scenario) { s.TripWindow = 2 * time.Hour }},
+		{"TripMinCalls", func(s *sim.Scenario) { s.TripMinCalls = -1 }},
+		{"TripMinCalls", func(s *sim.Scenario) { s.TripMinCalls = 2_000_000 }},
 	} {
 		sc := ok
 		tc.mod(&sc)
@@ -270,8 +275,19 @@ func TestStrategyConfigs(t *testing.T) {
 		t.Errorf("eager: %+v", eager)
 	}
 	capped, _ := sim.StrategyConfig(sim.CappedProbes, sc)
-	if capped.ProbeConcurrency != 2 || capped.SuccessesToClose != 5 || capped.FixedOpenWindow {
-		t.Errorf("capped-probes: %+v", capped)
+	if capped.ProbeConcurrency != 2 || capped.SuccessesToClose != 5 || !capped.FixedOpenWindow || !capped.DisableJitter ||
+		capped.WindowDuration != time.Second || capped.MinimumCalls != 80 {
+		t.Errorf("capped-probes on fragile (the note's breaker): %+v", capped)
+	}
+	def, _ := sim.Preset("fragile-defaults")
+	capped, _ = sim.StrategyConfig(sim.CappedProbes, def)
+	if capped.FixedOpenWindow || capped.DisableJitter || capped.WindowDuration != 0 || capped.MinimumCalls != 0 || capped.WindowSize != 0 {
+		t.Errorf("capped-probes on fragile-defaults (the breaker's defaults): %+v", capped)
+	}
+	def.TripMinCalls = 50
+	capped, _ = sim.StrategyConfig(sim.CappedProbes, def)
+	if capped.WindowSize != 50 || capped.MinimumCalls != 50 {
+		t.Errorf("TripMinCalls 50 with the count-based window: window %d, minimum %d; want 50, 50", capped.WindowSize, capped.MinimumCalls)
 	}
 }
 

@@ -72,11 +72,13 @@ func ParseStrategies(s string) ([]string, error) {
 func isStrategy(name string) bool { return slices.Contains(StrategyNames(), name) }
 
 // StrategyConfig returns the breaker configuration of a built-in strategy
-// for scenario sc. Every strategy trips the same way (the breaker's
-// defaults: a window of 20 calls, at least 10, a failure rate or slow-call
-// rate of 50 %, slow meaning slower than sc.SlowCallDuration) and, except
-// eager, opens for a doubling window from sc.OpenWindow up to
-// sc.MaxOpenWindow, jittered by ±20 %. The clock and the seed are left zero:
+// for scenario sc. Every strategy trips the same way: at a failure rate or
+// slow-call rate of 50 %, slow meaning slower than sc.SlowCallDuration,
+// over the breaker's default window of 20 calls (at least 10), or over
+// sc.TripWindow and sc.TripMinCalls when set. Except eager, every strategy
+// opens for a doubling window from sc.OpenWindow up to sc.MaxOpenWindow,
+// jittered by ±20 %, or for a fixed, unjittered sc.OpenWindow with
+// sc.FixedOpenWindow. The clock and the seed are left zero:
 // [Simulate] sets them. It returns an error wrapping [ErrUnknownStrategy]
 // for another name.
 func StrategyConfig(name string, sc Scenario) (breaker.Config, error) {
@@ -111,6 +113,19 @@ func StrategyConfig(name string, sc Scenario) (breaker.Config, error) {
 		cfg.SuccessesToClose = 1
 	default:
 		return breaker.Config{}, fmt.Errorf("%w: %q, allowed %s", ErrUnknownStrategy, name, strings.Join(StrategyNames(), ", "))
+	}
+	if sc.FixedOpenWindow {
+		cfg.FixedOpenWindow = true
+		cfg.DisableJitter = true
+	}
+	if sc.TripWindow > 0 {
+		cfg.WindowDuration = sc.TripWindow
+	}
+	if sc.TripMinCalls > 0 {
+		cfg.MinimumCalls = sc.TripMinCalls
+		if sc.TripWindow == 0 {
+			cfg.WindowSize = max(breaker.DefaultWindowSize, sc.TripMinCalls)
+		}
 	}
 	return cfg, nil
 }

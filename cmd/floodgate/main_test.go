@@ -73,6 +73,8 @@ func TestSimBadFlags(t *testing.T) {
 		{[]string{"-latency", "1s", "-latency-p99", "10ms"}, "-latency-p99"},
 		{[]string{"-max-open-window", "100ms"}, "-max-open-window"},
 		{[]string{"-open-window", "0"}, "-open-window"},
+		{[]string{"-trip-window", "5ms"}, "-trip-window"},
+		{[]string{"-trip-min-calls", "-1"}, "-trip-min-calls"},
 		{[]string{"-drain-rate", "0"}, "-drain-rate"},
 		{[]string{"-duration", "49h"}, "-duration"},
 		{[]string{"extra"}, "extra"},

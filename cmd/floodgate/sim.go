@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,6 +47,8 @@ var scenarioFlags = map[string]string{
 	"SlowCallDuration": "slow-call",
 	"OpenWindow":       "open-window",
 	"MaxOpenWindow":    "max-open-window",
+	"TripWindow":       "trip-window",
+	"TripMinCalls":     "trip-min-calls",
 }
 
 const simUsage = `Usage: floodgate sim [flags]
@@ -57,7 +60,12 @@ in flight and during the outage, calls diverted. The same flags and seed give
 the same output, byte for byte.
 
 Presets (from the design notes):
-  fragile      100 calls/s; down 10s-20s; then 30 calls/s for 10s (excess fails)
+  fragile      100 calls/s; down 10s-20s; then 30 calls/s for 10s (excess
+               fails); the note's breaker: fixed 5s open window, trips over
+               the last 1s (at least 80 calls)
+  fragile-defaults
+               the same dependency behind floodgate's default breaker: last
+               20 calls (at least 10), open window doubling from 1s to 30s
   slow         100 calls/s; P99 900ms from 15s to 20s, then 5ms; the consumer
                serves 200 calls/s (excess slow); diverted calls wait in a
                backlog, drained at 50 calls/s once closed (eager releases it
@@ -70,8 +78,10 @@ single-probe, capped-probes (2 in flight, 5 successes), ramp (10/25/50/100 %%,
 
 Every scenario flag defaults to the preset's value; the defaults shown are the
 fragile preset's. Giving only -latency-p99 (or only -latency) keeps the ratio
-of median to P99; likewise -slow-p99 and -slow-median. Without -duration the
-run goes on after the fragile phase as long as the preset's does.
+of median to P99; likewise -slow-p99 and -slow-median. Giving -rate without
+-trip-min-calls scales the preset's -trip-min-calls with the rate. Without
+-duration the run goes on after the fragile phase as long as the preset's
+does.
 
 Flags:
 `
@@ -118,6 +128,9 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.SlowCallDuration, "slow-call", f.SlowCallDuration, "a call slower than this is slow: it trips the breaker at a 50% rate and fails a probe")
 	fs.DurationVar(&f.OpenWindow, "open-window", f.OpenWindow, "first open window (eager's fixed window)")
 	fs.DurationVar(&f.MaxOpenWindow, "max-open-window", f.MaxOpenWindow, "cap of the doubling, jittered open window")
+	fs.BoolVar(&f.FixedOpenWindow, "fixed-open-window", f.FixedOpenWindow, "every strategy opens for exactly -open-window, unjittered (false: doubling up to -max-open-window, jittered)")
+	fs.DurationVar(&f.TripWindow, "trip-window", f.TripWindow, "judge failure rates over the last `duration` (0: over the last 20 calls), 0 or [10ms, 1h]")
+	fs.IntVar(&f.TripMinCalls, "trip-min-calls", f.TripMinCalls, "`calls` the window must hold before it can trip, [0, 1000000] (0: 10)")
 	fs.BoolVar(&f.HealthCheck, "health-check", f.HealthCheck, "give every strategy but eager a health check, polled every 1s while open, that passes unless the dependency is down")
 	fs.Uint64Var(&seed, "seed", base.Seed, "random seed of arrivals, latencies and jitter")
 	if err := fs.Parse(args); err != nil {
@@ -263,6 +276,18 @@ func applyFlags(sc, f sim.Scenario, set map[string]bool) sim.Scenario {
 	}
 	if set["max-open-window"] {
 		sc.MaxOpenWindow = f.MaxOpenWindow
+	}
+	if set["fixed-open-window"] {
+		sc.FixedOpenWindow = f.FixedOpenWindow
+	}
+	if set["trip-window"] {
+		sc.TripWindow = f.TripWindow
+	}
+	if set["trip-min-calls"] {
+		sc.TripMinCalls = f.TripMinCalls
+	} else if set["rate"] && sc.TripMinCalls > 0 {
+		// the preset's minimum is a share of a second's load
+		sc.TripMinCalls = max(1, int(math.Round(float64(preset.TripMinCalls)*sc.Rate/preset.Rate)))
 	}
 	if set["health-check"] {
 		sc.HealthCheck = f.HealthCheck

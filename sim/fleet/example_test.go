@@ -7,10 +7,11 @@ import (
 	"github.com/floodgate-go/floodgate/sim/fleet"
 )
 
-// The fragile preset with capped probes: one replica alone, then three
-// replicas with independent and with shared breakers.
+// The fragile-defaults preset (floodgate's default breaker) with capped
+// probes: one replica alone, then three replicas with independent and with
+// shared breakers.
 func Example() {
-	sc, _ := sim.Preset("fragile")
+	sc, _ := sim.Preset("fragile-defaults")
 	rs, _ := fleet.Compare(sc, sim.CappedProbes, []int{3})
 	_ = fleet.WriteTable(os.Stdout, rs)
 	// Output:

@@ -9,13 +9,14 @@ import (
 	"github.com/floodgate-go/floodgate/sim/fleet"
 )
 
-// TestSharedVersusIndependent runs the fragile preset with the capped-probes
-// strategy: one replica alone, then 3 and 10 replicas with independent and
-// with shared breakers (windows scaled to each replica's share). The shared
-// fleet keeps the probe bound and the probe count of one replica, whatever
-// its size, and reaches full traffic no later than independent breakers.
+// TestSharedVersusIndependent runs the fragile-defaults preset with the
+// capped-probes strategy: one replica alone, then 3 and 10 replicas with
+// independent and with shared breakers (windows scaled to each replica's
+// share). The shared fleet keeps the probe bound and the probe count of one
+// replica, whatever its size, and reaches full traffic no later than
+// independent breakers.
 func TestSharedVersusIndependent(t *testing.T) {
-	sc, err := sim.Preset("fragile")
+	sc, err := sim.Preset("fragile-defaults")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +55,7 @@ func TestSharedVersusIndependent(t *testing.T) {
 }
 
 func TestSimulateValidates(t *testing.T) {
-	sc, _ := sim.Preset("fragile")
+	sc, _ := sim.Preset("fragile-defaults")
 	if _, err := fleet.Simulate(sc, sim.CappedProbes, fleet.Options{}); !errors.Is(err, fleet.ErrInvalidReplicas) {
 		t.Fatalf("0 replicas: %v", err)
 	}

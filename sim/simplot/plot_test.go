@@ -40,6 +40,15 @@ func run(t *testing.T, preset string) (sim.Scenario, []sim.Result) {
 	return sc, res
 }
 
+// noteResults are the design notes' own numbers, shown under the preset
+// that reproduces them.
+var noteResults = map[string]string{
+	"fragile": "The probing-strategies note's simulation, for comparison: single probe 118 errors after recovery, " +
+		"2 re-trips, full traffic after 13 s; ramp 36 errors, 1 re-trip, 17 s. It gives neither its open window " +
+		"nor its trip rule; the preset's (a fixed 5 s window, a trip over the last second once it holds 80 calls) " +
+		"are the values that reproduce its single probe.",
+}
+
 // choosingAStrategy renders the README's "Choosing a strategy" tables: one
 // per preset, each under the command that prints it.
 func choosingAStrategy(t *testing.T) []byte {
@@ -50,6 +59,9 @@ func choosingAStrategy(t *testing.T) []byte {
 		fmt.Fprintf(&b, "\n#### `%s`\n\n```sh\ngo run ./cmd/floodgate sim -preset %s\n```\n\n", p, p)
 		if err := sim.WriteMarkdown(&b, sc, res); err != nil {
 			t.Fatal(err)
+		}
+		if n, ok := noteResults[p]; ok {
+			fmt.Fprintf(&b, "\n%s\n", n)
 		}
 	}
 	return b.Bytes()
