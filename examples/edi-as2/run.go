@@ -288,11 +288,12 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	wg.Wait()
 	// What is still in a stream is queued, not lost: the retry backlog and
 	// source messages not yet acked.
+	queued := 0
 	if n, err := drainer.Backlog(context.Background()); err == nil {
-		sum.Queued += int(n)
+		queued += int(n)
 	}
 	if n, err := retryqueue.Depth(context.Background(), js, sourceTopic, jsq.DefaultConsumerName(sourceTopic)); err == nil {
-		sum.Queued += int(n)
+		queued += int(n)
 	}
 
 	sum.RetripsAfterRecovery = tl.tripsAfterRecovery(outageEnd)
@@ -307,7 +308,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	st := partner.Stats()
 	received := partner.Received()
 	sum.Account(ids, func(id string) int { return received[as2.MessageID(id, idDomain)] }, c.Dead)
-	sum.Lost = max(0, sum.Lost-sum.Queued) // unaccounted but still queued
+	sum.Unsettled(queued)
 	sum.Diverted = int(c.Diverted.Load())
 	sum.DeadLettered = int(c.DeadLettered.Load())
 	sum.Trips = int(c.Trips.Load())

@@ -10,11 +10,6 @@ import (
 // summary is the run's outcome; -summary writes it as one JSON object.
 type summary struct {
 	exampleutil.Summary
-	// Queued counts messages still in a stream when the run ended (retry
-	// backlog and unacked source messages): not lost, not yet delivered.
-	// Lost counts produced messages neither received, dead-lettered nor
-	// queued.
-	Queued          int `json:"queued"`
 	Drained         int `json:"drained"`
 	SignedEncrypted int `json:"signed_encrypted"` // orders the partner processed that were signed and encrypted
 	SignedMDNs      int `json:"signed_mdns"`      // signed MDNs the partner returned

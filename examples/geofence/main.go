@@ -30,7 +30,8 @@
 //	go run ./examples/geofence -nats-url nats://127.0.0.1:4222
 //
 // It exits 0 when every trigger reached the consumer (or was dead-lettered)
-// with the right content, 1 when one did not, 2 on bad flags.
+// with the right content, 1 when one did not or was still queued when
+// -settle ran out, 2 on bad flags.
 package main
 
 //go:generate go run ./internal/gen -out testdata
@@ -73,6 +74,10 @@ func main() {
 	if sum.Lost > 0 || sum.Unexpected > 0 || sum.ContentMismatches > 0 {
 		fmt.Fprintf(os.Stderr, "geofence: %d triggers lost, %d unexpected, %d with the wrong content\n",
 			sum.Lost, sum.Unexpected, sum.ContentMismatches)
+		os.Exit(1)
+	}
+	if sum.Queued > 0 {
+		fmt.Fprintf(os.Stderr, "geofence: %d messages still queued when -settle (%v) ran out; raise -settle to let the drain finish\n", sum.Queued, o.settle)
 		os.Exit(1)
 	}
 }

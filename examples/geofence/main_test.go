@@ -35,8 +35,8 @@ func TestShortRun(t *testing.T) {
 	if sum.Produced < 100 || sum.Fixes < 5000 {
 		t.Fatalf("produced %d triggers from %d fixes; the replay is too short", sum.Produced, sum.Fixes)
 	}
-	if sum.Lost != 0 || sum.DeadLettered != 0 {
-		t.Errorf("lost = %d, dead_lettered = %d, want 0 and 0", sum.Lost, sum.DeadLettered)
+	if sum.Lost != 0 || sum.DeadLettered != 0 || sum.Queued != 0 {
+		t.Errorf("lost = %d, dead_lettered = %d, queued = %d, want 0, 0 and 0", sum.Lost, sum.DeadLettered, sum.Queued)
 	}
 	if sum.DeliveredUnique != sum.Produced || sum.TriggersExpected != sum.Produced || sum.Unexpected != 0 {
 		t.Errorf("delivered %d unique, produced %d, expected %d, unexpected %d: every trigger once per key",

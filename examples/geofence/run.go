@@ -30,6 +30,7 @@ import (
 	"github.com/floodgate-go/floodgate/internal/exampleutil"
 	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/floodgate-go/floodgate/middleware"
+	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
 //go:embed testdata/fences.geojson testdata/trace.geojson
@@ -374,6 +375,18 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	sort.Strings(ids)
 	deliveries := consumer.Deliveries()
 	sum.Account(ids, func(id string) int { return deliveries[id] }, guard.Counters.Dead)
+	// Triggers in the retry backlog, and fixes not yet evaluated (each may
+	// still give a trigger), are queued, not lost.
+	queued := guard.Backlog(ctx)
+	for _, topic := range fixTopics {
+		if n, err := retryqueue.Depth(ctx, nc.JetStream, topic, jsq.DefaultConsumerName(topic)); err == nil {
+			queued += int(n)
+		}
+	}
+	if n, err := retryqueue.Depth(ctx, nc.JetStream, triggerTopic, jsq.DefaultConsumerName(triggerTopic)); err == nil {
+		queued += int(n)
+	}
+	sum.Unsettled(queued)
 	for _, id := range ids {
 		want, ok := expected[id]
 		if !ok {

@@ -48,8 +48,8 @@ type summary struct {
 
 func (s *summary) print(w io.Writer) {
 	fmt.Fprintf(w, "\nfixes %d, triggers produced %d (expected %d, unexpected %d)\n", s.Fixes, s.Produced, s.TriggersExpected, s.Unexpected)
-	fmt.Fprintf(w, "delivered %d unique (%d duplicates recognised by idempotency key), dead-lettered %d, lost %d, content mismatches %d, signature failures %d\n",
-		s.DeliveredUnique, s.Duplicates, s.DeadLettered, s.Lost, s.ContentMismatches, s.SignatureFailures)
+	fmt.Fprintf(w, "delivered %d unique (%d duplicates recognised by idempotency key), dead-lettered %d, still queued %d, lost %d, content mismatches %d, signature failures %d\n",
+		s.DeliveredUnique, s.Duplicates, s.DeadLettered, s.Queued, s.Lost, s.ContentMismatches, s.SignatureFailures)
 	fmt.Fprintf(w, "trips %d, open windows %v s, probes %d, closes %d, diverted %d, drained %d, backlog peak %d, slow answers %d, partner errors %d\n",
 		s.Trips, s.OpenWindowsS, s.Probes, s.Closes, s.Diverted, s.Drained, s.BacklogPeak, s.SlowResponses, s.PartnerErrors)
 	closed := fmt.Sprintf("%.1fs after", s.ClosedAfterRecoveryS)

@@ -179,6 +179,15 @@ func TestSummaryAccount(t *testing.T) {
 	if s.Produced != 4 || s.DeliveredUnique != 2 || s.Duplicates != 2 || s.Lost != 1 {
 		t.Errorf("produced %d, delivered %d, duplicates %d, lost %d; want 4, 2, 2, 1", s.Produced, s.DeliveredUnique, s.Duplicates, s.Lost)
 	}
+	s.Unsettled(3) // more queued than unaccounted: none lost
+	if s.Queued != 3 || s.Lost != 0 {
+		t.Errorf("queued %d, lost %d; want 3, 0", s.Queued, s.Lost)
+	}
+	s.Lost = 5
+	s.Unsettled(2)
+	if s.Queued != 2 || s.Lost != 3 {
+		t.Errorf("queued %d, lost %d; want 2, 3", s.Queued, s.Lost)
+	}
 	s.Elapsed(time.Now().Add(-1540 * time.Millisecond))
 	if s.ElapsedS != 1.5 {
 		t.Errorf("elapsed %v, want 1.5", s.ElapsedS)

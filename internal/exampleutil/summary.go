@@ -20,8 +20,13 @@ type Summary struct {
 	// Duplicates counts receipts beyond the first (at-least-once
 	// redeliveries the partner recognised).
 	Duplicates int `json:"duplicates"`
-	// Lost counts produced messages neither received nor dead-lettered.
+	// Lost counts produced messages neither received, dead-lettered nor
+	// queued.
 	Lost int `json:"lost"`
+	// Queued counts messages still in a stream when the run ended (the
+	// retry backlog and source messages not yet acked): not lost, not yet
+	// delivered. Set it with [Summary.Unsettled].
+	Queued int `json:"queued"`
 	// Diverted counts diversions to the retry queue.
 	Diverted int `json:"diverted"`
 	// DeadLettered counts messages dead-lettered.
@@ -54,6 +59,14 @@ func (s *Summary) Account(ids []string, received func(id string) int, dead func(
 			s.Lost++
 		}
 	}
+}
+
+// Unsettled records n messages still queued when the run ended; they are
+// not lost, so Lost (as [Summary.Account] counted it) drops by up to n.
+// Call it after Account.
+func (s *Summary) Unsettled(n int) {
+	s.Queued = n
+	s.Lost = max(0, s.Lost-n)
 }
 
 // Elapsed sets ElapsedS to the time since start, rounded to 0.1 s.
