@@ -41,9 +41,11 @@ const (
 	// clean probe means the capacity has grown, and the share doubles every
 	// clean interval, or, from twice the loss level up to 100 %, as soon as
 	// [Config.MinimumCalls] outcomes are clean, so full traffic follows
-	// within about two intervals of the capacity's return. It reopens only
-	// if failures persist at the minimum share; it closes after one clean
-	// interval at 100 %. Failures (timeouts, drops) are loss signals and
+	// within about two intervals of the capacity's return. A capacity below
+	// the minimum share (some calls served, some failing there) backs the
+	// share off below it, to a tenth of it at the least. It reopens only if
+	// failures persist at the minimum share, or nothing succeeds at that
+	// tenth; it closes after one clean interval at 100 %. Failures (timeouts, drops) are loss signals and
 	// never latency samples.
 	HalfOpenAdaptive
 )
@@ -247,9 +249,12 @@ type Config struct {
 	RampMinShare float64
 
 	// AdaptiveMinShare is optional (adaptive policy): the share it starts at
-	// after the probes and never goes below. Failures that persist here reopen
-	// the breaker: a failure rate >= FailureRateThreshold over MinimumCalls
-	// calls admitted at this share. Default 0.1; range (0,1).
+	// after the probes. Failures that persist here reopen the breaker: a
+	// failure rate >= FailureRateThreshold over MinimumCalls calls admitted
+	// at this share. When some calls succeed here and others fail (a
+	// capacity below this share), the share backs off below it, to
+	// AdaptiveMinShare/10 at the least; there, two failures without a
+	// success reopen. Default 0.1; range (0,1).
 	AdaptiveMinShare float64
 
 	// AdaptiveInterval is optional (adaptive policy): how long the share is

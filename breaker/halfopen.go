@@ -280,7 +280,14 @@ const adaptiveGrowth = 2
 
 const shareEpsilon = 1e-9
 
+// adaptiveFloorDivisor: below the minimum share the adaptive share goes no
+// lower than AdaptiveMinShare / adaptiveFloorDivisor (1 % by default). A
+// dependency that serves less than that is treated as down.
+const adaptiveFloorDivisor = 10
+
 func (b *Breaker) atMinShare() bool { return b.ho.share <= b.cfg.AdaptiveMinShare+shareEpsilon }
+
+func (b *Breaker) adaptiveFloor() float64 { return b.cfg.AdaptiveMinShare / adaptiveFloorDivisor }
 
 // adaptiveOutcomeLocked judges one outcome. Only the calls admitted at the
 // current share count (one decrease per share, like TCP's one reduction per
@@ -289,8 +296,10 @@ func (b *Breaker) atMinShare() bool { return b.ho.share <= b.cfg.AdaptiveMinShar
 // probe) one failure is a loss: it confirms a capacity already measured.
 // Elsewhere a loss needs evidence of a rate: two failures or more, and a
 // failure rate above AdaptiveTolerance, so sporadic errors do not hold the
-// share down. At the minimum share, failures that persist reopen the
-// breaker.
+// share down. At the minimum share a loss backs off below it only when
+// some calls still succeed (the capacity is below the minimum share);
+// failures that persist there reopen the breaker. Below the minimum share a
+// loss backs off down to the floor, where failures with no success reopen.
 func (b *Breaker) adaptiveOutcomeLocked(now int64, e entry, good, slow bool, lat time.Duration) {
 	c := &b.cfg
 	h := &b.ho
@@ -310,6 +319,20 @@ func (b *Breaker) adaptiveOutcomeLocked(now int64, e entry, good, slow bool, lat
 		h.minCalls++
 		if !good {
 			h.minFails++
+			loss := float64(h.epochFails) / float64(h.epochCalls)
+			served := h.epochCalls > h.epochFails
+			below := h.share < c.AdaptiveMinShare-shareEpsilon
+			atFloor := h.share <= b.adaptiveFloor()+shareEpsilon
+			switch {
+			case h.epochFails < 2 || loss <= c.AdaptiveTolerance:
+			case (served || below) && !atFloor:
+				b.adaptiveLossLocked(now, loss)
+				return
+			case !served && atFloor:
+				b.tripLocked(now, fmt.Sprintf("adaptive: %d failures and no success at the floor share %.1f%%",
+					h.epochFails, 100*h.share))
+				return
+			}
 		}
 		if h.minCalls >= c.MinimumCalls {
 			if r := float64(h.minFails) / float64(h.minCalls); r >= c.FailureRateThreshold {
@@ -355,10 +378,16 @@ func (b *Breaker) adaptiveLossLocked(now int64, loss float64) {
 	case adaptProbe:
 		good = h.wmax
 	}
-	h.wmax = max(good, c.AdaptiveMinShare)
+	// Only a loss at or below the minimum share, where some calls were
+	// served, shows a capacity below it.
+	floor := c.AdaptiveMinShare
+	if b.atMinShare() {
+		floor = b.adaptiveFloor()
+	}
+	h.wmax = max(good, floor)
 	h.aphase = adaptHold
 	h.held = 0
-	h.setShare(max(c.AdaptiveMinShare, h.wmax*c.AdaptiveBackoff))
+	h.setShare(max(floor, h.wmax*c.AdaptiveBackoff))
 	h.stepStart = now
 	h.calls, h.fails, h.slows, h.latSum, h.latN = 0, 0, 0, 0, 0
 }

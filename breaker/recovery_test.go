@@ -350,6 +350,45 @@ func TestAdaptiveReopensOnlyAtMinimum(t *testing.T) {
 	mustState(t, b, clk, breaker.StateOpen)
 }
 
+// TestAdaptiveBelowMinimum: a dependency that serves some calls at the
+// minimum share but not all (its capacity is below it) backs the share off
+// below the minimum, down to a tenth of it (the floor), instead of
+// reopening; at the floor, failures with no success reopen.
+func TestAdaptiveBelowMinimum(t *testing.T) {
+	b, clk := newTest(t, func(c *breaker.Config) {
+		c.HalfOpenPolicy = breaker.HalfOpenAdaptive
+		c.AdaptiveInterval = time.Second
+		c.AdaptiveMinShare = 0.1
+		c.MinimumCalls = 5
+	})
+	passProbes(t, b, clk)
+	share := func() float64 { return math.Round(b.SnapshotAt(clk.Now()).AdmittedShare*1000) / 1000 }
+	if got := share(); got != 0.1 {
+		t.Fatalf("start: %v want the minimum 0.1", got)
+	}
+	// at the minimum, every other call fails: a loss with goodput
+	for i := range 4 {
+		admit(t, b, clk, 1, i%2 == 1)
+	}
+	mustState(t, b, clk, breaker.StateHalfOpen)
+	// loss level max(0.1 × 0.5, 0.1 / 2) = 0.05, backed off to half of it
+	if got := share(); got != 0.025 {
+		t.Fatalf("after a loss at the minimum with goodput: %v want 0.025", got)
+	}
+	// below the minimum, two failures and no success back off to the
+	// floor, a tenth of the minimum
+	admit(t, b, clk, 2, true)
+	mustState(t, b, clk, breaker.StateHalfOpen)
+	if got := share(); got != 0.01 {
+		t.Fatalf("after two failures below the minimum: %v want the floor 0.01", got)
+	}
+	// at the floor, two failures and no success reopen
+	admit(t, b, clk, 1, true)
+	mustState(t, b, clk, breaker.StateHalfOpen)
+	admit(t, b, clk, 1, true)
+	mustState(t, b, clk, breaker.StateOpen)
+}
+
 func TestAdaptiveToleratesSporadicErrors(t *testing.T) {
 	b, clk := newTest(t, func(c *breaker.Config) {
 		c.HalfOpenPolicy = breaker.HalfOpenAdaptive

@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -246,15 +247,20 @@ func TestFragileOtherParameters(t *testing.T) {
 // adaptiveFollowsCapacity: adaptive reaches full traffic within 3 s of the
 // capacity's return (a hold and a probe, 1.5 s with the defaults, then
 // doublings to 100 %), or of single-probe's full traffic when the fragile
-// period ended before the breaker left the open state.
+// period ended before the breaker left the open state. A fragile capacity
+// below 30 % of the load adds one doubling interval per halving.
 func adaptiveFollowsCapacity(sc sim.Scenario) target {
-	return target{name: "adaptive full traffic within 3s of capacity", ok: func(m map[string]sim.Result) bool {
-		return full(m[sim.Adaptive]) <= max(sc.Fragile, full(m[sim.SingleProbe]))+3*time.Second
+	bound := 3 * time.Second
+	if frac := sc.FragileCapacity / sc.Rate; frac < 0.3 {
+		bound += time.Duration(math.Log2(0.3/frac) * float64(breaker.DefaultAdaptiveInterval))
+	}
+	return target{name: fmt.Sprintf("adaptive full traffic within %v of capacity", bound), ok: func(m map[string]sim.Result) bool {
+		return full(m[sim.Adaptive]) <= max(sc.Fragile, full(m[sim.SingleProbe]))+bound
 	}}
 }
 
 // TestAdaptiveGrid runs the fragile scenario on a grid of rates,
-// capacities (30 and 50 % of the load), fragile periods and outages, one
+// capacities (5, 30 and 50 % of the load), fragile periods and outages, one
 // seed each, behind the note's breaker and behind floodgate's defaults, and
 // asserts what the adaptive policy promises on every point: no re-trip,
 // fewer errors than single-probe, full traffic soon after the capacity
@@ -263,7 +269,7 @@ func TestAdaptiveGrid(t *testing.T) {
 	seed := uint64(10)
 	for _, breakers := range []string{"note", "defaults"} {
 		for _, rate := range []float64{50, 100, 200} {
-			for _, frac := range []float64{0.3, 0.5} {
+			for _, frac := range []float64{0.05, 0.3, 0.5} {
 				for _, fragile := range []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second} {
 					for _, outage := range []time.Duration{5 * time.Second, 10 * time.Second} {
 						seed++

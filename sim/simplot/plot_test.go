@@ -63,6 +63,9 @@ func choosingAStrategy(t *testing.T) []byte {
 		if n, ok := noteResults[p]; ok {
 			fmt.Fprintf(&b, "\n%s\n", n)
 		}
+		if p == "fragile" {
+			fmt.Fprintf(&b, "\n%s", adaptiveNotes(t, sc, res))
+		}
 	}
 	return b.Bytes()
 }
