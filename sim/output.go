@@ -30,8 +30,11 @@ func formatSeconds(d time.Duration) string {
 	return fmt.Sprintf("%.2f", d.Seconds())
 }
 
-// Describe returns a one-line description of the scenario: load, phases and
-// recovery. Defaults are applied to a copy of s.
+// Describe returns a one-line description of the scenario: load, phases,
+// recovery, and every breaker setting that changes the results: the open
+// window (fixed, or doubling up to its cap), the slow-call duration when it
+// is not the default 1s, the trip window when set, the backlog and the
+// health check. Defaults are applied to a copy of s.
 func (s Scenario) Describe() string {
 	s.setDefaults()
 	var b strings.Builder
@@ -53,8 +56,16 @@ func (s Scenario) Describe() string {
 	if s.Backlog {
 		fmt.Fprintf(&b, "; retry backlog drained at %g calls/s once closed (eager: all at once)", s.DrainRate)
 	}
+	if s.HealthCheck {
+		b.WriteString("; health check every 1s while open (not eager)")
+	}
 	if s.FixedOpenWindow {
 		fmt.Fprintf(&b, "; fixed %s open window", FormatDuration(s.OpenWindow))
+	} else {
+		fmt.Fprintf(&b, "; open window %s doubling to %s (eager: fixed %[1]s)", FormatDuration(s.OpenWindow), FormatDuration(s.MaxOpenWindow))
+	}
+	if s.SlowCallDuration != defaultSlowCallDuration {
+		fmt.Fprintf(&b, "; slow call > %s", FormatDuration(s.SlowCallDuration))
 	}
 	if s.TripWindow > 0 || s.TripMinCalls > 0 {
 		window := "the last 20 calls"
@@ -67,13 +78,22 @@ func (s Scenario) Describe() string {
 		if minCalls == 0 {
 			minCalls = 10
 		}
-		fmt.Fprintf(&b, "; trips over %s (at least %d calls)", window, minCalls)
+		fmt.Fprintf(&b, "; trips over %s (at least %d %s)", window, minCalls, plural(minCalls, "call", "calls"))
 	}
 	return b.String()
 }
 
+// plural returns one when n is 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
 // WriteTable writes the results as a table aligned for a terminal, under a
-// line describing the scenario.
+// line describing the scenario ([Scenario.Describe]). No line ends in
+// whitespace. It returns the first error from writing to w.
 func WriteTable(w io.Writer, sc Scenario, results []Result) error {
 	if _, err := fmt.Fprintf(w, "scenario %s\n\n", sc.Describe()); err != nil {
 		return err
@@ -83,7 +103,7 @@ func WriteTable(w io.Writer, sc Scenario, results []Result) error {
 		fmt.Fprintln(tw, "\terrors after\tre-trips after\ttime to\ttime to full\tmax probes\tprobes during\tprobe\t\tbacklog\ttime to")
 		fmt.Fprintln(tw, "strategy\trecovery\trecovery\tclose (s)\ttraffic (s)\tin flight\toutage\tbursts\tdiverted\tpeak\tdrain (s)")
 	} else {
-		fmt.Fprintln(tw, "\terrors after\tre-trips after\ttime to\ttime to full\tmax probes\tprobes during\tprobe\t")
+		fmt.Fprintln(tw, "\terrors after\tre-trips after\ttime to\ttime to full\tmax probes\tprobes during\tprobe")
 		fmt.Fprintln(tw, "strategy\trecovery\trecovery\tclose (s)\ttraffic (s)\tin flight\toutage\tbursts\tdiverted")
 	}
 	for _, r := range results {
@@ -99,7 +119,8 @@ func WriteTable(w io.Writer, sc Scenario, results []Result) error {
 }
 
 // WriteMarkdown writes the results as a Markdown table, under a line
-// describing the scenario.
+// describing the scenario ([Scenario.Describe]). It returns the error from
+// writing to w, if any.
 func WriteMarkdown(w io.Writer, sc Scenario, results []Result) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Scenario %s.\n\n", sc.Describe())
@@ -207,7 +228,8 @@ func latJSON(l Latency) latencyJSON {
 // for never), max_probes_in_flight, probes_during_outage, probe_bursts,
 // diverted, offered, admitted, redelivered, backlog_peak, backlog_left,
 // time_to_drain_s (null for never) and, when withSeries is true, "series": the
-// per-100 ms state, admitted share and errors. Times are in seconds.
+// per-100 ms state, admitted share and errors. Times are in seconds. It
+// returns the error from writing to w, if any.
 func WriteJSON(w io.Writer, sc Scenario, results []Result, withSeries bool) error {
 	sc.setDefaults()
 	rep := reportJSON{Scenario: scenarioJSON{

@@ -117,7 +117,8 @@ type Series struct {
 func (s *Series) Len() int { return len(s.State) }
 
 // AdmittedShare returns the share of offered calls admitted in point i, in
-// [0,1]; when no call was offered in it, the breaker's own share.
+// [0,1]; when no call was offered in it, the breaker's own share. It panics
+// if i is outside [0, Len()).
 func (s *Series) AdmittedShare(i int) float64 {
 	if s.Offered[i] == 0 {
 		return s.Share[i]
@@ -127,7 +128,7 @@ func (s *Series) AdmittedShare(i int) float64 {
 
 // ErrorShare returns the errors in point i as a share of the calls offered
 // in it (0 when none was offered). It can exceed 1 when calls admitted
-// earlier complete in the point.
+// earlier complete in the point. It panics if i is outside [0, Len()).
 func (s *Series) ErrorShare(i int) float64 {
 	if s.Offered[i] == 0 {
 		return 0

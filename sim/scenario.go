@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"github.com/floodgate-go/floodgate/breaker"
 )
 
 // Arrivals is the arrival process of the offered load.
@@ -29,7 +31,9 @@ func (a Arrivals) String() string {
 	}
 }
 
-// ParseArrivals parses "poisson" or "uniform".
+// ParseArrivals parses "poisson" or "uniform". For another string it
+// returns an error wrapping [ErrInvalidScenario] that names the allowed
+// values.
 func ParseArrivals(s string) (Arrivals, error) {
 	switch s {
 	case "poisson":
@@ -50,7 +54,11 @@ const (
 	OverflowFail Overflow = iota
 	// OverflowSlow: the call succeeds, slowly, with a latency drawn from
 	// [Scenario.Slow], as a consumer with a cold cache, or with a queue that
-	// builds beyond its capacity, does.
+	// builds beyond its capacity, does. Such a call counts as an error, and
+	// can trip the breaker, only when it is slower than
+	// [Scenario.SlowCallDuration]: with the defaults (Slow's P99 900ms,
+	// SlowCallDuration 1s) almost none is, so the overflow is invisible
+	// unless SlowCallDuration is lowered below Slow's latency.
 	OverflowSlow
 )
 
@@ -66,7 +74,8 @@ func (o Overflow) String() string {
 	}
 }
 
-// ParseOverflow parses "fail" or "slow".
+// ParseOverflow parses "fail" or "slow". For another string it returns an
+// error wrapping [ErrInvalidScenario] that names the allowed values.
 func ParseOverflow(s string) (Overflow, error) {
 	switch s {
 	case "fail":
@@ -80,9 +89,9 @@ func ParseOverflow(s string) (Overflow, error) {
 // Latency is a log-normal latency distribution given by its median and its
 // 99th percentile. P99 == Median means a constant latency.
 type Latency struct {
-	// Median is the 50th percentile. Range > 0.
+	// Median is the 50th percentile. Range (0, 1h].
 	Median time.Duration
-	// P99 is the 99th percentile. Range >= Median.
+	// P99 is the 99th percentile. Range [Median, 1h].
 	P99 time.Duration
 }
 
@@ -108,14 +117,22 @@ type Scenario struct {
 	// Name is optional: a label for output, e.g. the preset's name.
 	Name string
 
-	// Rate is required: offered calls per second. Range (0, 100000].
+	// Rate is required: offered calls per second. Range (0, 100000], and
+	// Rate × Duration must be at most 2 million offered calls (see
+	// Duration).
 	Rate float64
 
 	// Arrivals is optional. Default [ArrivalsPoisson].
 	Arrivals Arrivals
 
 	// Duration is required: the length of the run. Range (0, 48h], and it must
-	// hold at most 100 million offered calls.
+	// hold at most 2 million offered calls (Rate × Duration), so that the
+	// largest run takes well under a minute: an offered call costs each
+	// strategy about 1–2 µs of CPU (up to about 5.5 µs with latencies of
+	// seconds, which keep many calls in flight, or with eager dumping a
+	// backlog), so 2 million calls take 2–4 s per strategy, 11 s at most,
+	// and all five strategies about 17 s of CPU, 45 s at most ([Run] runs
+	// them in parallel).
 	Duration time.Duration
 
 	// RecoverAt is required: the moment the outage ends, called the recovery.
@@ -137,12 +154,16 @@ type Scenario struct {
 
 	// FragileCapacity is optional: calls per second served normally in the
 	// fragile phase; it is a token bucket with a burst of 100 ms of capacity
-	// (at least one call). Required (> 0) when Fragile > 0; range
-	// (0, 100000].
+	// (at least one call). Required (> 0) when Fragile > 0. Range
+	// (0, 100000] when Fragile > 0; [0, 100000] when Fragile is 0 (where it
+	// is not used).
 	FragileCapacity float64
 
 	// Overflow is optional: what happens to calls beyond FragileCapacity, or
-	// beyond Capacity. Default [OverflowFail].
+	// beyond Capacity. Default [OverflowFail]. With [OverflowSlow] an
+	// overflowing call counts as an error, or trips the breaker, only when
+	// it is slower than SlowCallDuration; with the default Slow latency
+	// (P99 900ms) and SlowCallDuration (1s) it almost never is.
 	Overflow Overflow
 
 	// Capacity is optional: calls per second the healthy dependency serves
@@ -186,14 +207,15 @@ type Scenario struct {
 	OpenWindow time.Duration
 
 	// MaxOpenWindow is optional: the cap of the doubling, jittered open
-	// window. Default 30s (geofence note), or OpenWindow if larger; range
-	// >= OpenWindow.
+	// window. Default 30s (geofence note), or OpenWindow if larger; with
+	// FixedOpenWindow, OpenWindow. Range >= OpenWindow; with
+	// FixedOpenWindow exactly OpenWindow (a fixed window does not double).
 	MaxOpenWindow time.Duration
 
 	// FixedOpenWindow is optional. When true every strategy opens for
 	// exactly OpenWindow, unjittered, at every trip, as the
 	// probing-strategies note's code does (reopen_at = now + open_for), and
-	// MaxOpenWindow is not used. Default false: floodgate's default, a window
+	// MaxOpenWindow must be OpenWindow (or 0). Default false: floodgate's default, a window
 	// doubling from OpenWindow up to MaxOpenWindow, jittered by ±20 %. Eager's
 	// window is fixed either way.
 	FixedOpenWindow bool
@@ -210,7 +232,9 @@ type Scenario struct {
 	// uses it as the evidence it needs at its minimum share). Default 0: the
 	// breaker's default, 10. With the count-based window, the window grows
 	// to hold TripMinCalls calls when it is larger than 20. Range
-	// [0, 1000000].
+	// [0, 1000000]; with a time-based window (TripWindow > 0) the minimum
+	// (TripMinCalls, or 10 when 0) must be at most the calls the window
+	// holds on average, Rate × TripWindow, or the breaker could never trip.
 	TripMinCalls int
 
 	// HealthCheck is optional. When true every strategy except eager polls a
@@ -228,7 +252,7 @@ type Scenario struct {
 const (
 	maxRate     = 100000
 	maxDuration = 48 * time.Hour
-	maxCalls    = 100_000_000
+	maxCalls    = 2_000_000
 
 	maxTripMinCalls = 1_000_000
 )
@@ -241,18 +265,24 @@ func (s *Scenario) setDefaults() {
 		s.Slow = Latency{Median: 300 * time.Millisecond, P99: 900 * time.Millisecond}
 	}
 	if s.SlowCallDuration == 0 {
-		s.SlowCallDuration = time.Second
+		s.SlowCallDuration = defaultSlowCallDuration
 	}
 	if s.OpenWindow == 0 {
 		s.OpenWindow = time.Second
 	}
 	if s.MaxOpenWindow == 0 {
 		s.MaxOpenWindow = max(30*time.Second, s.OpenWindow)
+		if s.FixedOpenWindow {
+			s.MaxOpenWindow = s.OpenWindow
+		}
 	}
 	if s.DrainRate == 0 {
 		s.DrainRate = defaultDrainRate
 	}
 }
+
+// defaultSlowCallDuration is [Scenario.SlowCallDuration]'s default.
+const defaultSlowCallDuration = time.Second
 
 // defaultDrainRate is [Scenario.DrainRate]'s default: the retry-queue
 // drainer's default rate, in calls per second.
@@ -331,11 +361,37 @@ func (s *Scenario) validate() error {
 	if s.MaxOpenWindow < s.OpenWindow {
 		return invalid("MaxOpenWindow", s.MaxOpenWindow, fmt.Sprintf(">= OpenWindow (%v)", s.OpenWindow))
 	}
+	if s.FixedOpenWindow && s.MaxOpenWindow != s.OpenWindow {
+		return invalid("MaxOpenWindow", s.MaxOpenWindow,
+			fmt.Sprintf("OpenWindow (%v) with FixedOpenWindow (a fixed window does not double)", s.OpenWindow))
+	}
 	if s.TripWindow != 0 && (s.TripWindow < 10*time.Millisecond || s.TripWindow > time.Hour) {
 		return invalid("TripWindow", s.TripWindow, "0 (a count-based window of 20 calls) or [10ms, 1h]")
 	}
 	if s.TripMinCalls < 0 || s.TripMinCalls > maxTripMinCalls {
 		return invalid("TripMinCalls", s.TripMinCalls, fmt.Sprintf("[0, %d] calls (0: the breaker's default, 10)", maxTripMinCalls))
+	}
+	if s.TripWindow > 0 {
+		// A time-based window holds Rate × TripWindow calls on average; a
+		// larger minimum means the breaker can never trip.
+		held := s.Rate * s.TripWindow.Seconds()
+		minCalls := s.TripMinCalls
+		if minCalls == 0 {
+			minCalls = breaker.DefaultMinimumCalls
+		}
+		if float64(minCalls) > held {
+			allowed := fmt.Sprintf("[0, %d] calls with TripWindow %v (at most Rate × TripWindow = %g, the calls the window holds on average; 0 means 10)",
+				int(math.Floor(held)), FormatDuration(s.TripWindow), held)
+			if held < breaker.DefaultMinimumCalls {
+				allowed = fmt.Sprintf("[1, %d] calls with TripWindow %v (at most Rate × TripWindow = %g, the calls the window holds on average; 0 means 10, too many)",
+					int(math.Floor(held)), FormatDuration(s.TripWindow), held)
+			}
+			if held < 1 {
+				allowed = fmt.Sprintf("none with TripWindow %v: it holds Rate × TripWindow = %g calls on average, fewer than 1; lengthen TripWindow",
+					FormatDuration(s.TripWindow), held)
+			}
+			return invalid("TripMinCalls", s.TripMinCalls, allowed)
+		}
 	}
 	return nil
 }

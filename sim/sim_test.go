@@ -214,6 +214,18 @@ func TestValidate(t *testing.T) {
 		{"TripWindow", func(s *sim.Scenario) { s.TripWindow = 2 * time.Hour }},
 		{"TripMinCalls", func(s *sim.Scenario) { s.TripMinCalls = -1 }},
 		{"TripMinCalls", func(s *sim.Scenario) { s.TripMinCalls = 2_000_000 }},
+		// Regression: the cap was 100 million offered calls, a 14-minute run.
+		{"Duration", func(s *sim.Scenario) { s.Rate, s.Duration, s.RecoverAt = 100000, time.Minute, 30*time.Second }},
+		// Regression: a time-based window that can never hold the minimum
+		// calls never trips.
+		{"TripMinCalls", func(s *sim.Scenario) { s.Rate, s.TripWindow, s.TripMinCalls = 100, 10*time.Millisecond, 80 }},
+		{"TripMinCalls", func(s *sim.Scenario) { s.TripWindow, s.TripMinCalls = time.Second, 1_000_000 }},
+		{"TripMinCalls", func(s *sim.Scenario) { s.Rate, s.TripWindow = 5, time.Second }}, // the default 10 > 5
+		{"TripMinCalls", func(s *sim.Scenario) { s.TripWindow, s.TripMinCalls = 50*time.Millisecond, 1 }},
+		// Regression: a fixed window with another cap was silently ignored.
+		{"MaxOpenWindow", func(s *sim.Scenario) {
+			s.FixedOpenWindow, s.OpenWindow, s.MaxOpenWindow = true, 5*time.Second, time.Minute
+		}},
 	} {
 		sc := ok
 		tc.mod(&sc)
@@ -232,12 +244,134 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// TestValidateEdges: the largest inputs still allowed, and the defaults
+// that keep a scenario valid.
+func TestValidateEdges(t *testing.T) {
+	ok := sim.Scenario{Rate: 10, Duration: time.Minute, RecoverAt: 30 * time.Second}
+	for name, mod := range map[string]func(*sim.Scenario){
+		"2 million calls":                  func(s *sim.Scenario) { s.Rate, s.Duration = 100000, 20*time.Second; s.RecoverAt = 10 * time.Second },
+		"count-based window, any minimum":  func(s *sim.Scenario) { s.TripMinCalls = 1_000_000 },
+		"minimum = Rate × TripWindow":      func(s *sim.Scenario) { s.TripWindow, s.TripMinCalls = time.Second, 10 },
+		"default minimum 10 in 1s at 10/s": func(s *sim.Scenario) { s.TripWindow = time.Second },
+		"fixed window, MaxOpenWindow 0":    func(s *sim.Scenario) { s.FixedOpenWindow, s.OpenWindow = true, 5*time.Second },
+		"fixed window, MaxOpenWindow = OpenWindow": func(s *sim.Scenario) {
+			s.FixedOpenWindow, s.OpenWindow, s.MaxOpenWindow = true, 5*time.Second, 5*time.Second
+		},
+	} {
+		sc := ok
+		mod(&sc)
+		if err := sc.Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	fixed := sim.Scenario{Rate: 10, Duration: time.Minute, RecoverAt: 30 * time.Second, FixedOpenWindow: true, OpenWindow: 5 * time.Second}
+	if got := fixed.WithDefaults().MaxOpenWindow; got != 5*time.Second {
+		t.Errorf("fixed 5s window: MaxOpenWindow defaults to %v, want OpenWindow", got)
+	}
+	if got := (sim.Scenario{OpenWindow: 5 * time.Second}).WithDefaults().MaxOpenWindow; got != 30*time.Second {
+		t.Errorf("doubling 5s window: MaxOpenWindow defaults to %v, want 30s", got)
+	}
+	sc := ok
+	sc.Rate, sc.TripWindow, sc.TripMinCalls = 100, 10*time.Millisecond, 80
+	if err := sc.Validate(); err == nil || !strings.Contains(err.Error(), "[1, 1] calls") {
+		t.Errorf("80 calls in 10ms at 100/s: %v, want the range [1, 1]", err)
+	}
+	sc.Rate = 10 // 0.1 calls in the window
+	if err := sc.Validate(); err == nil || !strings.Contains(err.Error(), "lengthen TripWindow") {
+		t.Errorf("a window of 0.1 calls: %v", err)
+	}
+}
+
+// TestParse: ParseArrivals and ParseOverflow round-trip String and reject
+// other strings with ErrInvalidScenario.
+func TestParse(t *testing.T) {
+	for _, a := range []sim.Arrivals{sim.ArrivalsPoisson, sim.ArrivalsUniform} {
+		if got, err := sim.ParseArrivals(a.String()); got != a || err != nil {
+			t.Errorf("ParseArrivals(%q) = %v, %v", a, got, err)
+		}
+	}
+	for _, o := range []sim.Overflow{sim.OverflowFail, sim.OverflowSlow} {
+		if got, err := sim.ParseOverflow(o.String()); got != o || err != nil {
+			t.Errorf("ParseOverflow(%q) = %v, %v", o, got, err)
+		}
+	}
+	if _, err := sim.ParseArrivals("bursty"); !errors.Is(err, sim.ErrInvalidScenario) {
+		t.Errorf("ParseArrivals(bursty): %v", err)
+	}
+	if _, err := sim.ParseOverflow("drop"); !errors.Is(err, sim.ErrInvalidScenario) {
+		t.Errorf("ParseOverflow(drop): %v", err)
+	}
+}
+
+// TestDescribe: the scenario line names every setting that changes the
+// results.
+func TestDescribe(t *testing.T) {
+	preset := func(name string) sim.Scenario {
+		sc, err := sim.Preset(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sc
+	}
+	hc := preset("long-outage")
+	hc.HealthCheck = true
+	one := preset("fragile")
+	one.TripWindow, one.TripMinCalls = 10*time.Millisecond, 1
+	for _, tc := range []struct {
+		sc        sim.Scenario
+		has, lack []string
+	}{
+		{preset("fragile"), []string{"fixed 5s open window", "trips over the last 1s (at least 80 calls)"},
+			[]string{"doubling", "slow call", "health check"}},
+		{preset("fragile-defaults"), []string{"; open window 1s doubling to 30s (eager: fixed 1s)"},
+			[]string{"fixed 1s open window", "slow call", "health check", "trips over"}},
+		{preset("slow"), []string{"; slow call > 50ms", "open window 1s doubling to 30s", "retry backlog"}, nil},
+		{hc, []string{"; health check every 1s while open", "open window 30s doubling to 10m"}, nil},
+		{one, []string{"(at least 1 call)"}, []string{"1 calls"}},
+	} {
+		d := tc.sc.Describe()
+		if strings.Contains(d, "\n") {
+			t.Errorf("%s: more than one line: %q", tc.sc.Name, d)
+		}
+		for _, s := range tc.has {
+			if !strings.Contains(d, s) {
+				t.Errorf("%s: %q lacks %q", tc.sc.Name, d, s)
+			}
+		}
+		for _, s := range tc.lack {
+			if strings.Contains(d, s) {
+				t.Errorf("%s: %q has %q", tc.sc.Name, d, s)
+			}
+		}
+	}
+}
+
+// TestTableNoTrailingSpace: no line of the table ends in whitespace, with
+// and without the backlog columns.
+func TestTableNoTrailingSpace(t *testing.T) {
+	for _, p := range []string{"fragile", "slow"} {
+		sc, m := runPreset(t, p)
+		var b bytes.Buffer
+		if err := sim.WriteTable(&b, sc, []sim.Result{m[sim.Eager], m[sim.Adaptive]}); err != nil {
+			t.Fatal(err)
+		}
+		for i, line := range strings.Split(b.String(), "\n") {
+			if strings.TrimRight(line, " \t") != line {
+				t.Errorf("%s: line %d ends in whitespace: %q", p, i+1, line)
+			}
+		}
+	}
+}
+
 func TestParseStrategies(t *testing.T) {
 	all, err := sim.ParseStrategies("all")
 	if err != nil || strings.Join(all, ",") != "eager,single-probe,capped-probes,ramp,adaptive" {
 		t.Errorf("all: %v %v", all, err)
 	}
-	got, err := sim.ParseStrategies(" ramp, eager,ramp ")
+	if all, err := sim.ParseStrategies("ALL"); err != nil || len(all) != 5 {
+		t.Errorf("ALL: %v %v", all, err)
+	}
+	got, err := sim.ParseStrategies(" ramp, Eager,RAMP ")
 	if err != nil || strings.Join(got, ",") != "ramp,eager" {
 		t.Errorf("list: %v %v", got, err)
 	}

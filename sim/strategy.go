@@ -41,10 +41,11 @@ func StrategyNames() []string {
 	return []string{Eager, SingleProbe, CappedProbes, Ramp, Adaptive}
 }
 
-// ParseStrategies parses a comma-separated list of strategy names, or "all".
-// The order is kept and a repeated name counts once. It returns an error
+// ParseStrategies parses a comma-separated list of strategy names, or "all",
+// in any case. The order is kept and a repeated name counts once. It returns an error
 // wrapping [ErrUnknownStrategy] for an unknown name or an empty list.
 func ParseStrategies(s string) ([]string, error) {
+	s = strings.ToLower(s)
 	if strings.TrimSpace(s) == "all" {
 		return StrategyNames(), nil
 	}

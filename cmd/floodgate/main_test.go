@@ -46,6 +46,11 @@ func TestUsage(t *testing.T) {
 		if code != exitOK || !strings.Contains(e, "Usage: floodgate sim [flags]") || !strings.Contains(e, "-fragile-capacity") {
 			t.Errorf("%v: code %d, %q", args, code, e)
 		}
+		for _, s := range []string{"slower than -slow-call", "table, JSON or Markdown", "at most 2 million calls", "(any case)"} {
+			if !strings.Contains(e, s) {
+				t.Errorf("%v: help lacks %q", args, s)
+			}
+		}
 	}
 }
 
@@ -78,11 +83,112 @@ func TestSimBadFlags(t *testing.T) {
 		{[]string{"-drain-rate", "0"}, "-drain-rate"},
 		{[]string{"-duration", "49h"}, "-duration"},
 		{[]string{"extra"}, "extra"},
+		// Regression: a zero latency was replaced by the default.
+		{[]string{"-latency", "0"}, "-latency: must be > 0"},
+		{[]string{"-latency-p99", "0"}, "-latency-p99: must be > 0"},
+		{[]string{"-slow-median", "0"}, "-slow-median: must be > 0"},
+		{[]string{"-slow-p99", "0"}, "-slow-p99: must be > 0"},
+		{[]string{"-slow-call", "0"}, "-slow-call: must be > 0"},
+		// Regression: the largest run took 14 minutes.
+		{[]string{"-rate", "100000", "-duration", "60s"}, "-duration: 1m0s is out of range, allowed at most 2000000 offered calls (-rate × -duration)"},
+		// Regression: breakers that can never trip.
+		{[]string{"-trip-window", "10ms"}, "-trip-min-calls: the preset's 80 is out of range, allowed [1, 1] calls with -trip-window 10ms"},
+		{[]string{"-trip-min-calls", "1000000"}, "-trip-min-calls: 1000000 is out of range, allowed [0, 100] calls"},
+		// Regression: a cap on a fixed window was silently ignored.
+		{[]string{"-fixed-open-window", "-max-open-window", "1m"}, "-max-open-window: 1m0s is out of range, allowed -open-window (5s) with -fixed-open-window"},
+		{[]string{"-max-open-window", "1m"}, "-max-open-window"},
+		// Regression: errors named flags that were not given as if they
+		// were.
+		{[]string{"-duration", "25s"}, "-fragile: the preset's 10s is out of range, allowed [0, -duration minus -recover-at (5s)]; set -fragile too"},
+		{[]string{"-recover-at", "5s"}, "-outage: the preset's 10s is out of range, allowed [0, -recover-at (5s)]; set -outage too"},
+		{[]string{"-duration", "10s"}, "-recover-at: the preset's 20s is out of range"},
+		{[]string{"-preset", "long-outage", "-rate", "100000"}, "-duration: the preset's 4h16m0s is out of range, allowed at most 2000000 offered calls (-rate × -duration); set -duration too"},
+		{[]string{"-latency", "30m"}, "-latency-p99: 2h30m0s, derived from the preset's value and the flags given, is out of range"},
 	} {
 		code, out, e := runCmd(append([]string{"sim"}, tc.args...)...)
 		if code != exitUsage || out != "" || !strings.Contains(e, tc.flag) {
 			t.Errorf("%v: code %d, stdout %q, stderr %q", tc.args, code, out, e)
 		}
+	}
+}
+
+// simScenario runs "floodgate sim -format json" with args and returns its
+// scenario object.
+func simScenario(t *testing.T, args ...string) map[string]any {
+	t.Helper()
+	code, out, e := runCmd(append([]string{"sim", "-format", "json", "-series=false", "-strategies", "eager"}, args...)...)
+	if code != exitOK {
+		t.Fatalf("%v: code %d: %s", args, code, e)
+	}
+	var rep struct {
+		Scenario map[string]any `json:"scenario"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	return rep.Scenario
+}
+
+// TestSimOpenWindowFlags: a fixed window's cap follows -open-window; a
+// fixed preset made doubling doubles up to the default cap.
+func TestSimOpenWindowFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args      []string
+		open, max float64
+		fixed     bool
+	}{
+		{nil, 5, 5, true},
+		{[]string{"-open-window", "2s"}, 2, 2, true},
+		{[]string{"-open-window", "10s"}, 10, 10, true},
+		{[]string{"-fixed-open-window=false"}, 5, 30, false},
+		{[]string{"-fixed-open-window=false", "-open-window", "1m"}, 60, 60, false},
+		{[]string{"-fixed-open-window=false", "-max-open-window", "10s"}, 5, 10, false},
+		{[]string{"-preset", "fragile-defaults"}, 1, 30, false},
+		{[]string{"-preset", "fragile-defaults", "-fixed-open-window"}, 1, 1, true},
+		{[]string{"-preset", "fragile-defaults", "-open-window", "2s"}, 2, 30, false},
+		{[]string{"-preset", "fragile-defaults", "-open-window", "1m"}, 60, 60, false},
+	} {
+		sc := simScenario(t, tc.args...)
+		if sc["open_window_s"] != tc.open || sc["max_open_window_s"] != tc.max || sc["fixed_open_window"] != tc.fixed {
+			t.Errorf("%v: open window %v, max %v, fixed %v; want %v, %v, %v", tc.args,
+				sc["open_window_s"], sc["max_open_window_s"], sc["fixed_open_window"], tc.open, tc.max, tc.fixed)
+		}
+	}
+}
+
+// TestSimModified: a scenario flag that changes the preset labels the
+// scenario "PRESET (modified)"; the seed, or a flag at the preset's value,
+// does not.
+func TestSimModified(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		name string
+	}{
+		{nil, "fragile"},
+		{[]string{"-seed", "7"}, "fragile"},
+		{[]string{"-rate", "100", "-fixed-open-window"}, "fragile"},
+		{[]string{"-rate", "50"}, "fragile (modified)"},
+		{[]string{"-health-check"}, "fragile (modified)"},
+		{[]string{"-preset", "slow", "-slow-call", "100ms"}, "slow (modified)"},
+	} {
+		if got := simScenario(t, tc.args...)["name"]; got != tc.name {
+			t.Errorf("%v: name %v, want %q", tc.args, got, tc.name)
+		}
+	}
+	code, out, e := runCmd("sim", "-strategies", "eager", "-rate", "50")
+	if code != exitOK || !strings.HasPrefix(out, "scenario fragile (modified): 50 calls/s") {
+		t.Errorf("table: code %d %q %q", code, out, e)
+	}
+}
+
+// TestSimStrategiesCase: -strategies takes any case.
+func TestSimStrategiesCase(t *testing.T) {
+	code, out, e := runCmd("sim", "-strategies", "ALL")
+	if code != exitOK || len(strings.Split(strings.TrimSpace(out), "\n")) != 9 {
+		t.Errorf("-strategies ALL: code %d, %q, %q", code, out, e)
+	}
+	if code, _, e := runCmd("sim", "-strategies", "Ramp,EAGER"); code != exitOK {
+		t.Errorf("-strategies Ramp,EAGER: code %d %q", code, e)
 	}
 }
 
@@ -116,7 +222,7 @@ func TestSimJSON(t *testing.T) {
 		t.Fatal(err)
 	}
 	if rep.Scenario["rate"] != 50.0 || rep.Scenario["fragile_s"] != 5.0 || rep.Scenario["fragile_capacity"] != 20.0 ||
-		rep.Scenario["seed"] != 7.0 || rep.Scenario["arrivals"] != "uniform" || rep.Scenario["name"] != "fragile" {
+		rep.Scenario["seed"] != 7.0 || rep.Scenario["arrivals"] != "uniform" || rep.Scenario["name"] != "fragile (modified)" {
 		t.Errorf("scenario %v", rep.Scenario)
 	}
 	// -fragile shortened the fragile phase; the run keeps the preset's 30s tail after it.

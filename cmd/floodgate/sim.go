@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"time"
 
@@ -77,11 +78,22 @@ single-probe, capped-probes (2 in flight, 5 successes), ramp (10/25/50/100 %%,
 2s each), adaptive.
 
 Every scenario flag defaults to the preset's value; the defaults shown are the
-fragile preset's. Giving only -latency-p99 (or only -latency) keeps the ratio
-of median to P99; likewise -slow-p99 and -slow-median. Giving -rate without
--trip-min-calls scales the preset's -trip-min-calls with the rate. Without
--duration the run goes on after the fragile phase as long as the preset's
-does.
+fragile preset's. When a flag changes the preset (other than -seed), the
+scenario is labelled "PRESET (modified)". With -fixed-open-window (given or
+the preset's) -max-open-window follows -open-window; -fixed-open-window=false
+on a fixed preset doubles the window up to 30s (or -open-window if larger)
+unless -max-open-window is given. Giving only -latency-p99 (or only
+-latency) keeps the ratio of median to P99; likewise -slow-p99 and
+-slow-median. Giving -rate without -trip-min-calls scales the preset's
+-trip-min-calls with the rate. Without -duration the run goes on after the
+fragile phase as long as the preset's does. An error about a flag you did
+not give names the preset's value (or the value derived from the flags you
+gave): set that flag too.
+
+A run offers at most 2 million calls (-rate × -duration). An offered call
+costs each strategy about 1-2 µs of CPU (up to about 5.5 µs with latencies of
+seconds or a backlog), so the largest run takes about 17 s of CPU for all
+five strategies, 45 s at most, spread over the available cores.
 
 Flags:
 `
@@ -104,20 +116,20 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.preset, "preset", "fragile", "scenario `name`: "+strings.Join(sim.PresetNames(), ", "))
-	fs.StringVar(&o.strategies, "strategies", "all", "`list` of strategies, comma-separated, or all: "+strings.Join(sim.StrategyNames(), ", "))
+	fs.StringVar(&o.strategies, "strategies", "all", "`list` of strategies, comma-separated, or all (any case): "+strings.Join(sim.StrategyNames(), ", "))
 	fs.StringVar(&o.format, "format", "table", "output `format`: table, json or markdown")
 	fs.StringVar(&o.plot, "plot", "", "also draw the comparison to `file`.svg or file.png")
-	fs.StringVar(&o.out, "o", "", "write the table or JSON to `file` instead of standard output")
+	fs.StringVar(&o.out, "o", "", "write the table, JSON or Markdown to `file` instead of standard output")
 	fs.BoolVar(&o.series, "series", true, "JSON: include each strategy's per-100ms series")
-	fs.Float64Var(&f.Rate, "rate", f.Rate, "offered `calls` per second, in (0, 100000]")
+	fs.Float64Var(&f.Rate, "rate", f.Rate, "offered `calls` per second, in (0, 100000]; -rate × -duration at most 2000000 calls")
 	fs.StringVar(&arrivals, "arrivals", f.Arrivals.String(), "arrival `process`: poisson or uniform")
-	fs.DurationVar(&f.Duration, "duration", f.Duration, "length of the run, in (0, 48h]")
+	fs.DurationVar(&f.Duration, "duration", f.Duration, "length of the run, in (0, 48h]; -rate × -duration at most 2000000 calls (about 17 s of CPU for all strategies)")
 	fs.DurationVar(&f.RecoverAt, "recover-at", f.RecoverAt, "when the outage ends (the recovery), in (0, -duration]")
 	fs.DurationVar(&f.Outage, "outage", f.Outage, "how long the outage lasts before -recover-at, in [0, -recover-at]")
 	fs.BoolVar(&f.SlowOutage, "slow-outage", f.SlowOutage, "the outage is slow (latency -slow-median/-slow-p99) rather than down")
 	fs.DurationVar(&f.Fragile, "fragile", f.Fragile, "how long after the recovery the dependency has only -fragile-capacity")
 	fs.Float64Var(&f.FragileCapacity, "fragile-capacity", f.FragileCapacity, "`calls` per second served normally while fragile")
-	fs.StringVar(&overflow, "overflow", f.Overflow.String(), "what happens to calls beyond -fragile-capacity or -capacity: `fail` or slow")
+	fs.StringVar(&overflow, "overflow", f.Overflow.String(), "what happens to calls beyond -fragile-capacity or -capacity: `fail` or slow (latency -slow-median/-slow-p99; a slow call counts as an error or trips only when slower than -slow-call, so with the default -slow-p99 900ms and -slow-call 1s it is almost invisible)")
 	fs.Float64Var(&f.Capacity, "capacity", f.Capacity, "`calls` per second the healthy dependency serves normally; 0 is unlimited")
 	fs.BoolVar(&f.Backlog, "backlog", f.Backlog, "diverted and failed calls wait in a retry backlog, drained at -drain-rate once closed (eager: all at once)")
 	fs.Float64Var(&f.DrainRate, "drain-rate", f.DrainRate, "`calls` per second at which the backlog is drained while closed")
@@ -130,7 +142,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.MaxOpenWindow, "max-open-window", f.MaxOpenWindow, "cap of the doubling, jittered open window")
 	fs.BoolVar(&f.FixedOpenWindow, "fixed-open-window", f.FixedOpenWindow, "every strategy opens for exactly -open-window, unjittered (false: doubling up to -max-open-window, jittered)")
 	fs.DurationVar(&f.TripWindow, "trip-window", f.TripWindow, "judge failure rates over the last `duration` (0: over the last 20 calls), 0 or [10ms, 1h]")
-	fs.IntVar(&f.TripMinCalls, "trip-min-calls", f.TripMinCalls, "`calls` the window must hold before it can trip, [0, 1000000] (0: 10)")
+	fs.IntVar(&f.TripMinCalls, "trip-min-calls", f.TripMinCalls, "`calls` the window must hold before it can trip, [0, 1000000] (0: 10); with -trip-window, at most -rate × -trip-window")
 	fs.BoolVar(&f.HealthCheck, "health-check", f.HealthCheck, "give every strategy but eager a health check, polled every 1s while open, that passes unless the dependency is down")
 	fs.Uint64Var(&seed, "seed", base.Seed, "random seed of arrivals, latencies and jitter")
 	if err := fs.Parse(args); err != nil {
@@ -176,23 +188,41 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	f.Seed = seed
 	// A zero in the scenario means "the default"; given on the command
 	// line it is out of range.
-	for name, v := range map[string]float64{
-		"drain-rate": f.DrainRate, "slow-call": float64(f.SlowCallDuration),
-		"open-window": float64(f.OpenWindow), "max-open-window": float64(f.MaxOpenWindow),
+	for _, fl := range []struct {
+		name string
+		v    float64
+	}{
+		{"latency", float64(f.Healthy.Median)}, {"latency-p99", float64(f.Healthy.P99)},
+		{"slow-median", float64(f.Slow.Median)}, {"slow-p99", float64(f.Slow.P99)},
+		{"drain-rate", f.DrainRate}, {"slow-call", float64(f.SlowCallDuration)},
+		{"open-window", float64(f.OpenWindow)}, {"max-open-window", float64(f.MaxOpenWindow)},
 	} {
-		if set[name] && v <= 0 {
-			return usageError(stderr, "-%s: must be > 0", name)
+		if set[fl.name] && fl.v <= 0 {
+			return usageError(stderr, "-%s: must be > 0", fl.name)
 		}
 	}
+	preset := sc
 	sc = applyFlags(sc, f, set)
 	if err := sc.Validate(); err != nil {
 		var fe *sim.FieldError
 		if errors.As(err, &fe) {
 			if name, ok := scenarioFlags[fe.Field]; ok {
-				return usageError(stderr, "-%s: %v is out of range, allowed %s", name, fe.Value, flagRange(fe.Field, fe.Allowed))
+				allowed := flagRange(fe.Field, fe.Allowed)
+				switch {
+				case set[name]:
+					return usageError(stderr, "-%s: %v is out of range, allowed %s", name, fe.Value, allowed)
+				case fe.Value == fieldValue(preset, fe.Field):
+					return usageError(stderr, "-%s: the preset's %v is out of range, allowed %s; set -%[1]s too", name, fe.Value, allowed)
+				default:
+					return usageError(stderr, "-%s: %v, derived from the preset's value and the flags given, is out of range, allowed %s; set -%[1]s too",
+						name, fe.Value, allowed)
+				}
 			}
 		}
 		return usageError(stderr, "%v", err)
+	}
+	if modified(preset, sc) {
+		sc.Name = preset.Name + " (modified)"
 	}
 
 	results, err := sim.Run(sc, names)
@@ -270,15 +300,20 @@ func applyFlags(sc, f sim.Scenario, set map[string]bool) sim.Scenario {
 	}
 	if set["open-window"] {
 		sc.OpenWindow = f.OpenWindow
-		if !set["max-open-window"] && sc.MaxOpenWindow < sc.OpenWindow {
-			sc.MaxOpenWindow = sc.OpenWindow
-		}
-	}
-	if set["max-open-window"] {
-		sc.MaxOpenWindow = f.MaxOpenWindow
 	}
 	if set["fixed-open-window"] {
 		sc.FixedOpenWindow = f.FixedOpenWindow
+	}
+	switch {
+	case set["max-open-window"]:
+		sc.MaxOpenWindow = f.MaxOpenWindow
+	case sc.FixedOpenWindow, preset.FixedOpenWindow:
+		// A fixed window does not double: its cap follows -open-window.
+		// A fixed preset made doubling (-fixed-open-window=false) doubles
+		// up to the default cap, not to its fixed window.
+		sc.MaxOpenWindow = 0 // the default, set below
+	case sc.MaxOpenWindow < sc.OpenWindow:
+		sc.MaxOpenWindow = sc.OpenWindow
 	}
 	if set["trip-window"] {
 		sc.TripWindow = f.TripWindow
@@ -299,7 +334,26 @@ func applyFlags(sc, f sim.Scenario, set map[string]bool) sim.Scenario {
 		tail := preset.Duration - preset.RecoverAt - preset.Fragile
 		sc.Duration = max(preset.Duration, sc.RecoverAt+sc.Fragile+tail)
 	}
-	return sc
+	return sc.WithDefaults()
+}
+
+// modified reports whether the flags changed scenario sc from preset in
+// any setting but its seed (which the scenario line shows anyway).
+func modified(preset, sc sim.Scenario) bool {
+	sc.Seed, sc.Name = preset.Seed, preset.Name
+	return sc.WithDefaults() != preset.WithDefaults()
+}
+
+// fieldValue returns the value of scenario field ("Rate", "Healthy.P99"),
+// as named by sim.FieldError, in sc, or nil if sc has no such field.
+func fieldValue(sc sim.Scenario, field string) any {
+	v := reflect.ValueOf(sc)
+	for name := range strings.SplitSeq(field, ".") {
+		if v = v.FieldByName(name); !v.IsValid() {
+			return nil
+		}
+	}
+	return v.Interface()
 }
 
 // latency applies a median and P99 given on the command line to l. When
@@ -331,7 +385,9 @@ func flagRange(field, allowed string) string {
 	}
 	r := strings.NewReplacer("Duration-RecoverAt", "-duration minus -recover-at", "RecoverAt", "-recover-at",
 		"Duration", "-duration", "OpenWindow", "-open-window", "Median", median,
-		"Rate × Duration", "-rate × -duration", "Fragile > 0", "-fragile > 0")
+		"Rate × Duration", "-rate × -duration", "Fragile > 0", "-fragile > 0",
+		"Rate × TripWindow", "-rate × -trip-window", "TripWindow", "-trip-window",
+		"FixedOpenWindow", "-fixed-open-window")
 	return r.Replace(allowed)
 }
 

@@ -16,7 +16,7 @@ func Example() {
 	_ = fleet.WriteTable(os.Stdout, rs)
 	// Output:
 	// strategy       replicas  breakers               probes in outage  max probes in flight  errors after recovery  time to full traffic
-	// capped-probes  1         independent            5                 2                     20                     13.83s
-	// capped-probes  3         independent, window/N  13                3                     14                     25.53s
-	// capped-probes  3         shared, window/N       5                 2                     1                      21.87s
+	// capped-probes  1         independent            6                 2                     2                      22.25s
+	// capped-probes  3         independent, window/N  11                2                     29                     25.44s
+	// capped-probes  3         shared, window/N       5                 2                     25                     10.15s
 }

@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"container/heap"
-	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -14,8 +13,13 @@ import (
 	"github.com/floodgate-go/floodgate/sim"
 )
 
-// ErrInvalidReplicas is returned by [Simulate] for replicas outside 1..64.
-var ErrInvalidReplicas = errors.New("fleet: replicas must be in 1..64")
+// Random streams of a run, derived from [sim.Scenario.Seed]: the same
+// streams as package sim's, so a seed gives the arrivals of package sim,
+// and every fleet (size, shared or not, strategy) sees the same arrivals.
+const (
+	streamArrivals = 1
+	streamLatency  = 2
+)
 
 // Result is one simulated fleet.
 type Result struct {
@@ -33,10 +37,19 @@ type Result struct {
 	// across the fleet.
 	MaxProbesInFlight int
 	// ErrorsAfterRecovery counts failed calls that started after the
-	// dependency came back (fragile phase included).
+	// dependency came back (fragile phase included). Unlike package sim's,
+	// it does not count slow successes (the breakers still judge them).
 	ErrorsAfterRecovery int
-	// TimeToFullTraffic is from the recovery until every replica was closed
-	// for good (-1: never within the run).
+	// TimeToFullTraffic means "every replica closed for good": the time
+	// from the recovery to the last transition into closed of any replica,
+	// when every replica is closed at the end of the run (0 if none left
+	// closed after the recovery); -1 if a replica is not closed at the end.
+	// It is not package sim's [sim.Result.TimeToFullTraffic] (from the
+	// recovery until no offered call is rejected any more, which a ramp or
+	// adaptive breaker reaches while still half-open at 100 %): it is
+	// [sim.Result.TimeToClose] taken over the whole fleet, so it is often
+	// later than sim's time to full traffic, never earlier by more than the
+	// gap between two calls.
 	TimeToFullTraffic time.Duration
 	// Calls, Admitted and Failed count offered, admitted and failed calls.
 	Calls, Admitted, Failed int
@@ -58,9 +71,11 @@ type Options struct {
 }
 
 // Simulate runs sc with a fleet of o.Replicas replicas, each with the
-// breaker of sim strategy name (sim.StrategyConfig). It returns
-// [ErrInvalidReplicas], or an error wrapping sim.ErrInvalidScenario or
-// breaker.ErrInvalidConfig.
+// breaker of sim strategy name (sim.StrategyConfig). It models a subset of
+// [sim.Scenario] (see the package doc): it returns an error wrapping
+// [ErrInvalidReplicas]; [ErrUnsupportedScenario] for a scenario feature it
+// does not model; sim.ErrInvalidScenario for an invalid scenario;
+// sim.ErrUnknownStrategy; or breaker.ErrInvalidConfig.
 func Simulate(sc sim.Scenario, name string, o Options) (Result, error) {
 	replicas, shared := o.Replicas, o.Shared
 	if replicas < 1 || replicas > 64 {
@@ -70,8 +85,12 @@ func Simulate(sc sim.Scenario, name string, o Options) (Result, error) {
 		return Result{}, err
 	}
 	sc = sc.WithDefaults()
+	if err := supported(&sc); err != nil {
+		return Result{}, err
+	}
 	e := &engine{}
-	rng := rand.New(rand.NewPCG(sc.Seed, 0x666c656574))
+	arr := rand.New(rand.NewPCG(sc.Seed, streamArrivals))
+	rng := rand.New(rand.NewPCG(sc.Seed, streamLatency))
 	res := Result{Strategy: name, Replicas: replicas, Shared: shared, ScaledWindow: o.ScaleWindow, TimeToFullTraffic: -1}
 	store := breaker.NewMemoryStore(e)
 	var bs []*breaker.Breaker
@@ -125,6 +144,7 @@ func Simulate(sc sim.Scenario, name string, o Options) (Result, error) {
 	next := 0
 
 	var arrive func()
+	var nextArrival func(int64) int64
 	arrive = func() {
 		now := e.now
 		res.Calls++
@@ -172,15 +192,23 @@ func Simulate(sc sim.Scenario, name string, o Options) (Result, error) {
 				p.RecordAt(e.Now(), o, lat)
 			})
 		}
-		gap := int64(rng.ExpFloat64() / sc.Rate * 1e9)
-		if sc.Arrivals == sim.ArrivalsUniform {
-			gap = int64(1e9 / sc.Rate)
-		}
-		if t := now + max(1, gap); t < end {
+		if t := nextArrival(now); t < end {
 			e.at(t, arrive)
 		}
 	}
-	e.at(0, arrive)
+	// nextArrival returns the time of the call after one at t, as package
+	// sim draws it.
+	arrivalN := int64(0)
+	nextArrival = func(t int64) int64 {
+		if sc.Arrivals == sim.ArrivalsUniform {
+			arrivalN++
+			return int64(math.Round(float64(arrivalN) * 1e9 / sc.Rate))
+		}
+		return t + max(1, int64(math.Round(arr.ExpFloat64()/sc.Rate*1e9)))
+	}
+	if t := nextArrival(0); t < end {
+		e.at(t, arrive)
+	}
 	e.run(end)
 	all := true
 	last := int64(0)
@@ -196,9 +224,28 @@ func Simulate(sc sim.Scenario, name string, o Options) (Result, error) {
 	return res, nil
 }
 
+// supported returns an error wrapping [ErrUnsupportedScenario], naming the
+// field, when sc (with defaults) uses a feature the fleet does not model.
+func supported(sc *sim.Scenario) error {
+	switch {
+	case sc.Capacity > 0:
+		return fmt.Errorf("%w: Capacity = %v, allowed 0 (a healthy dependency of unlimited capacity)", ErrUnsupportedScenario, sc.Capacity)
+	case sc.Overflow != sim.OverflowFail:
+		return fmt.Errorf("%w: Overflow = %v, allowed fail (calls beyond FragileCapacity fail)", ErrUnsupportedScenario, sc.Overflow)
+	case sc.SlowOutage:
+		return fmt.Errorf("%w: SlowOutage = true, allowed false (the dependency is down during the outage)", ErrUnsupportedScenario)
+	case sc.Backlog:
+		return fmt.Errorf("%w: Backlog = true, allowed false (a diverted call is not retried)", ErrUnsupportedScenario)
+	case sc.HealthCheck:
+		return fmt.Errorf("%w: HealthCheck = true, allowed false (the breakers have no health check)", ErrUnsupportedScenario)
+	}
+	return nil
+}
+
 // Compare runs sc for strategy name: one replica carrying the whole load,
 // then for each fleet size independent breakers and shared ones, each with
-// its window scaled to its share of the load (Options.ScaleWindow).
+// its window scaled to its share of the load (Options.ScaleWindow). It
+// returns the results in that order, or the first error of [Simulate].
 func Compare(sc sim.Scenario, name string, sizes []int) ([]Result, error) {
 	one, err := Simulate(sc, name, Options{Replicas: 1})
 	if err != nil {
@@ -217,7 +264,8 @@ func Compare(sc sim.Scenario, name string, sizes []int) ([]Result, error) {
 	return out, nil
 }
 
-// WriteTable prints results as an aligned table.
+// WriteTable prints results as an aligned table, one row per result. It
+// returns the first error from writing to w.
 func WriteTable(w io.Writer, rs []Result) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "strategy\treplicas\tbreakers\tprobes in outage\tmax probes in flight\terrors after recovery\ttime to full traffic")

@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"bytes"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/floodgate-go/floodgate/sim"
@@ -62,5 +63,60 @@ func TestSimulateValidates(t *testing.T) {
 	sc.Rate = 0
 	if _, err := fleet.Simulate(sc, sim.CappedProbes, fleet.Options{Replicas: 1}); !errors.Is(err, sim.ErrInvalidScenario) {
 		t.Fatalf("rate 0: %v", err)
+	}
+}
+
+// TestUnsupportedScenario: a scenario feature the fleet does not model is
+// an error naming the field, not silently ignored.
+func TestUnsupportedScenario(t *testing.T) {
+	for field, mod := range map[string]func(*sim.Scenario){
+		"Capacity":    func(s *sim.Scenario) { s.Capacity = 200 },
+		"Overflow":    func(s *sim.Scenario) { s.Overflow = sim.OverflowSlow },
+		"SlowOutage":  func(s *sim.Scenario) { s.SlowOutage = true },
+		"Backlog":     func(s *sim.Scenario) { s.Backlog = true },
+		"HealthCheck": func(s *sim.Scenario) { s.HealthCheck = true },
+	} {
+		sc, _ := sim.Preset("fragile-defaults")
+		mod(&sc)
+		_, err := fleet.Simulate(sc, sim.CappedProbes, fleet.Options{Replicas: 2})
+		if !errors.Is(err, fleet.ErrUnsupportedScenario) || !strings.Contains(err.Error(), field) {
+			t.Errorf("%s: Simulate: %v", field, err)
+		}
+		if _, err := fleet.Compare(sc, sim.Ramp, []int{3}); !errors.Is(err, fleet.ErrUnsupportedScenario) {
+			t.Errorf("%s: Compare: %v", field, err)
+		}
+	}
+	for _, p := range []string{"slow", "long-outage"} {
+		sc, _ := sim.Preset(p)
+		_, err := fleet.Simulate(sc, sim.Eager, fleet.Options{Replicas: 1})
+		if want := p == "slow"; errors.Is(err, fleet.ErrUnsupportedScenario) != want {
+			t.Errorf("preset %s: %v", p, err)
+		}
+	}
+}
+
+// TestSameArrivals: arrivals have their own random stream, so every fleet
+// of one seed (size, shared or not, strategy) is offered the same calls,
+// the same as package sim's.
+func TestSameArrivals(t *testing.T) {
+	for _, arr := range []sim.Arrivals{sim.ArrivalsPoisson, sim.ArrivalsUniform} {
+		sc, _ := sim.Preset("fragile-defaults")
+		sc.Arrivals, sc.Seed = arr, 3
+		res, err := sim.Run(sc, []string{sim.Eager})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := res[0].Offered
+		for _, name := range []string{sim.Eager, sim.CappedProbes, sim.Adaptive} {
+			for _, o := range []fleet.Options{{Replicas: 1}, {Replicas: 3, ScaleWindow: true}, {Replicas: 10, Shared: true}} {
+				r, err := fleet.Simulate(sc, name, o)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Calls != want {
+					t.Errorf("%v, %s, %+v: %d calls offered, want %d (package sim's)", arr, name, o, r.Calls, want)
+				}
+			}
+		}
 	}
 }
