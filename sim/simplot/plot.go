@@ -294,6 +294,9 @@ func describe(sc sim.Scenario) []string {
 	case sc.TripMinCalls > 0:
 		last += fmt.Sprintf("; trips over the last %d calls (at least %d)", max(20, sc.TripMinCalls), sc.TripMinCalls)
 	}
+	if sc.HealthCheck {
+		last += "; health check every 1s while open (not eager)"
+	}
 	if sc.Backlog {
 		last += fmt.Sprintf("; retry backlog drained at %g calls/s once closed (eager: all at once)", sc.DrainRate)
 	}
