@@ -214,3 +214,74 @@ func TestFleetOnKV(t *testing.T) {
 		return true
 	}, "fleet did not close")
 }
+
+// TestNotices: a notice reaches every subscriber of the name (this
+// process's own included), not those of another bucket or name, and stops
+// when the subscription's context ends; NoNotices sends and subscribes to
+// nothing.
+func TestNotices(t *testing.T) {
+	url := natstest.URL(t)
+	ctx := context.Background()
+	bucket := natstest.Name(t, "kv")
+	s, err := natskv.New(ctx, natstest.JetStream(t, natstest.Conn(t, url)), natskv.Config{Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan breaker.SharedState, 10)
+	other := make(chan breaker.SharedState, 10)
+	sctx, scancel := context.WithCancel(ctx)
+	if err := s.SubscribeNotices(sctx, "partner", func(st breaker.SharedState) { got <- st }); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SubscribeNotices(ctx, "other", func(st breaker.SharedState) { other <- st }); err != nil {
+		t.Fatal(err)
+	}
+	trip := breaker.SharedState{State: breaker.StateOpen, Epoch: 3, Trips: 1, Window: time.Second,
+		OpenUntil: time.Now().Add(time.Second).Truncate(time.Millisecond), By: "a", Reason: "failure rate"}
+	start := time.Now()
+	if err := s.Notify(ctx, "partner", trip); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case st := <-got:
+		if st.State != trip.State || st.Epoch != trip.Epoch || !st.OpenUntil.Equal(trip.OpenUntil) || st.By != "a" {
+			t.Fatalf("notice %+v, want %+v", st, trip)
+		}
+		t.Logf("notice delivered in %v", time.Since(start))
+	case <-time.After(2 * time.Second):
+		t.Fatal("notice not delivered")
+	}
+	if err := s.Notify(ctx, "bad.name", trip); !errors.Is(err, natskv.ErrInvalidName) {
+		t.Fatalf("Notify(bad name) = %v, want ErrInvalidName", err)
+	}
+
+	// A store with NoNotices (another connection) sends nothing.
+	quiet, err := natskv.New(ctx, natstest.JetStream(t, natstest.Conn(t, url)), natskv.Config{Bucket: bucket, Bind: true, NoNotices: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := quiet.Notify(ctx, "partner", trip); err != nil {
+		t.Fatal(err)
+	}
+	scancel() // and the first subscription ends
+	time.Sleep(50 * time.Millisecond)
+	if err := s.Notify(ctx, "partner", trip); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Notify(ctx, "other", trip); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-other:
+	case <-time.After(2 * time.Second):
+		t.Fatal("notice of another name not delivered to its subscriber")
+	}
+	select {
+	case st := <-got:
+		t.Fatalf("notice %+v delivered after NoNotices or after the subscription ended", st)
+	default:
+	}
+	if len(other) != 0 {
+		t.Fatalf("%d extra notices on the other name", len(other))
+	}
+}

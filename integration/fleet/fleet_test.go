@@ -2,6 +2,9 @@ package fleet
 
 import (
 	"fmt"
+	"iter"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -32,19 +35,23 @@ type outageResult struct {
 	delivered     int
 	recoveryTime  time.Duration // from recovery until every replica closed for good
 	stateSurvived bool
+	phases        phases
 }
 
-// runOutage runs n replicas (12 messages in flight in total) through a
-// partner outage: healthy, down, fragile (503 beyond 4 requests in flight)
-// for 1.5 s, healthy. With killNode, NATS node 2 is killed during the
-// outage and restarted during the drain.
-func runOutage(t *testing.T, n int, killNode bool) outageResult {
+// runOutage runs n replicas (12 live messages in flight and a drain rate
+// of 60/s in total, split evenly; shared: through one breaker in KV)
+// through a partner outage: healthy, down, fragile (503 beyond 4 requests
+// in flight) for 1.5 s, healthy. With killNode, NATS node 2 is killed
+// during the outage and restarted during the drain. It checks that nothing
+// is lost while the backlog drains and at the end.
+func runOutage(t *testing.T, n int, shared, killNode bool) outageResult {
 	e := newEnv(t)
 	p := newPartner(t)
 	const total = 450
 	var reps []*replica
 	for i := range n {
-		rc := replicaConfig{Partner: p.srv.URL, Replica: fmt.Sprintf("r%d", i), Workers: 12 / n, Shared: n > 1, Breaker: fleetSettings, LeaseTTL: leaseTTL}
+		rc := replicaConfig{Partner: p.srv.URL, Replica: fmt.Sprintf("r%d", i), Workers: 12 / n, DrainRate: 60 / float64(n),
+			Shared: shared, Breaker: fleetSettings, LeaseTTL: leaseTTL}
 		if n == 1 {
 			rc.Breaker = singleSettings
 		}
@@ -55,7 +62,7 @@ func runOutage(t *testing.T, n int, killNode bool) outageResult {
 
 	var res outageResult
 	p.fail()
-	if n > 1 {
+	if shared {
 		eventually(t, 5*time.Second, func() bool {
 			st, err := e.shared()
 			return err == nil && st.State == breaker.StateOpen
@@ -87,6 +94,13 @@ func runOutage(t *testing.T, n int, killNode bool) outageResult {
 	}
 	time.Sleep(1500 * time.Millisecond)
 	p.recover(0)
+	// Nothing lost while the backlog drains (checked here, after the
+	// fragile phase, so the check's time changes no count).
+	delivered, dead, queued := e.account(p)
+	t.Logf("while draining: %d delivered, %d dead-lettered, %d queued, 0 lost", delivered, dead, queued)
+	if queued == 0 {
+		t.Error("nothing queued when the partner recovered: the retry queue took nothing")
+	}
 	<-published
 	eventually(t, 60*time.Second, func() bool { return p.unique() == total }, "delivered %d of %d", p.unique(), total)
 	defer e.trickle()()
@@ -110,6 +124,9 @@ func runOutage(t *testing.T, n int, killNode bool) outageResult {
 	}
 	res.maxProbes, res.probes, res.errsAfter = p.maxProbes.Load(), p.probesTotal.Load(), p.errsAfter.Load()
 	res.closeSpread, res.delivered, res.recoveryTime = last.Sub(first), p.unique(), last.Sub(recoveredAt)
+	res.phases = analyse(p, reps)
+	checkAccounted(t, e, p, slices.Values(reps))
+	t.Logf("%d replicas: %v", n, res.phases)
 	return res
 }
 
@@ -118,8 +135,8 @@ func runOutage(t *testing.T, n int, killNode bool) outageResult {
 // the same load alone.
 func TestPartnerOutage(t *testing.T) {
 	var fleet, single outageResult
-	t.Run("fleet", func(t *testing.T) { fleet = runOutage(t, 3, false) })
-	t.Run("single", func(t *testing.T) { single = runOutage(t, 1, false) })
+	t.Run("fleet", func(t *testing.T) { fleet = runOutage(t, 3, true, false) })
+	t.Run("single", func(t *testing.T) { single = runOutage(t, 1, false, false) })
 	if t.Failed() {
 		return
 	}
@@ -128,13 +145,20 @@ func TestPartnerOutage(t *testing.T) {
 	t.Logf("one replica: max probes in flight %d, probes %d, errors after recovery %d, all closed %v after recovery",
 		single.maxProbes, single.probes, single.errsAfter, single.recoveryTime)
 	checkFleet(t, fleet)
-	// The fleet's replicas keep admitting on their closed paths until a
-	// trip reaches them through the KV watch (milliseconds, more under
-	// -race), so each re-trip in the fragile phase can cost a few more
-	// errors than one breaker that knows at once; and one run's count
-	// varies by about ±20 %. The bound allows for both.
-	if limit := single.errsAfter*3/2 + 5; fleet.errsAfter > limit {
-		t.Errorf("fleet errors after recovery %d > 1.5 × one replica's %d + 5", fleet.errsAfter, single.errsAfter)
+	// Per trip the fleet costs what one breaker costs: the calls started
+	// within one partner latency before the trip fail wherever they were
+	// admitted, and a trip or close reaches the other replicas by notice
+	// within a few milliseconds (see the per-phase lines above, and
+	// docs/fleet.md, "Errors after recovery"). One run's count varies with
+	// the number of re-trips that fit in the fragile phase (a trip late in
+	// it costs 5 errors, a full one 12-19) and with which replica the
+	// partner's capacity serves first: over 21 paired runs the fleet made
+	// 20-38 errors (mean 31.9), one replica 25-47 (mean 35.4), the fleet
+	// more than one replica in 3 of them. A strict per-run "<=" is
+	// therefore likely, not a property; the bound allows the run-to-run
+	// spread (sd about 4-5 each) above one replica's count.
+	if limit := single.errsAfter*5/4 + 5; fleet.errsAfter > limit {
+		t.Errorf("fleet errors after recovery %d > 1.25 × one replica's %d + 5", fleet.errsAfter, single.errsAfter)
 	}
 }
 
@@ -146,8 +170,10 @@ func checkFleet(t *testing.T, fleet outageResult) {
 	if fleet.maxProbes < 1 {
 		t.Errorf("fleet: no probe seen")
 	}
-	if fleet.closeSpread > time.Second {
-		t.Errorf("fleet: replicas closed %v apart, want <= 1s", fleet.closeSpread)
+	// A close reaches the others by notice (milliseconds), at the latest
+	// through the watch or the resync (ResyncInterval 250ms).
+	if fleet.closeSpread > 250*time.Millisecond {
+		t.Errorf("fleet: replicas closed %v apart, want <= 250ms", fleet.closeSpread)
 	}
 }
 
@@ -155,7 +181,7 @@ func checkFleet(t *testing.T, fleet outageResult) {
 // restarted during the drain: nothing is lost (runOutage waits for every
 // message), the shared state survives, the probe bound holds.
 func TestNATSNodeKilled(t *testing.T) {
-	res := runOutage(t, 3, true)
+	res := runOutage(t, 3, true, true)
 	t.Logf("fleet of 3 with a node killed: max probes in flight %d, probes %d, errors after recovery %d, close spread %v, all closed %v after recovery, delivered %d",
 		res.maxProbes, res.probes, res.errsAfter, res.closeSpread, res.recoveryTime, res.delivered)
 	checkFleet(t, res)
@@ -225,6 +251,20 @@ func TestReplicaKilledHoldingProbe(t *testing.T) {
 	if m := p.maxProbes.Load(); m > int64(fleetSettings.ProbeConcurrency) {
 		t.Errorf("%d probes in flight at once, want <= %d", m, fleetSettings.ProbeConcurrency)
 	}
+	checkAccounted(t, e, p, maps.Values(reps))
+}
+
+// checkAccounted checks that nothing was lost and that every probe was
+// marked for the partner's count, and logs the tally.
+func checkAccounted(t *testing.T, e *env, p *partner, reps iter.Seq[*replica]) {
+	t.Helper()
+	delivered, dead, queued := e.account(p)
+	t.Logf("messages: %d delivered, %d dead-lettered, %d still queued, 0 lost; max probes in flight %d", delivered, dead, queued, p.maxProbes.Load())
+	for r := range reps {
+		if u := r.unmarkedProbes(); u > 0 {
+			t.Errorf("replica %s: %d probes not marked X-Probe: the partner's probe count is not trustworthy", r.name, u)
+		}
+	}
 }
 
 // TestKVCutOff: one replica's KV connection is closed; it keeps delivering
@@ -263,6 +303,7 @@ func TestKVCutOff(t *testing.T) {
 	if st, err := e.shared(); err != nil || st.State != breaker.StateClosed {
 		t.Fatalf("shared state %v, %v; want closed", st, err)
 	}
+	checkAccounted(t, e, p, slices.Values(reps))
 }
 
 // TestRetryStreamsReplicas3 checks the production settings of docs/fleet.md
@@ -270,7 +311,7 @@ func TestKVCutOff(t *testing.T) {
 // replicas, which retryqueue.Provision then leaves as they are.
 func TestRetryStreamsReplicas3(t *testing.T) {
 	e := newEnv(t)
-	cfg := retryqueue.Config{RetryTopic: e.stream + "_retry", DeadLetterTopic: e.stream + "_dead"}
+	cfg := retryqueue.Config{RetryTopic: e.topic + "_retry", DeadLetterTopic: e.topic + "_dead"}
 	ctx := t.Context()
 	for _, sc := range []jetstream.StreamConfig{
 		retryqueue.RetryStreamConfig(cfg.RetryTopic),

@@ -4,10 +4,13 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,11 +18,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/breaker/natskv"
+	"github.com/floodgate-go/floodgate/jsq"
+	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
 var theCluster *cluster
@@ -50,20 +56,27 @@ type env struct {
 	t        *testing.T
 	nc       *nats.Conn
 	js       jetstream.JetStream
+	pub      *jsq.Publisher
 	kv       *natskv.Store
-	stream   string
-	subject  string
+	topic    string // work topic: stream and subject of the same name
 	consumer string
+	retry    string
+	dead     string
 	bucket   string
+
+	mu  sync.Mutex
+	ids []string // published message UUIDs
 }
 
 var nameSeq int
 
+// newEnv creates the test's work, retry and dead-letter streams and the KV
+// bucket with 3 replicas each (the production settings of docs/fleet.md).
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	nameSeq++
-	e := &env{t: t, stream: fmt.Sprintf("WORK%d", nameSeq), subject: fmt.Sprintf("work%d", nameSeq),
-		consumer: "workers", bucket: fmt.Sprintf("breakers%d", nameSeq)}
+	e := &env{t: t, topic: fmt.Sprintf("work%d", nameSeq), consumer: "workers",
+		retry: fmt.Sprintf("retry%d", nameSeq), dead: fmt.Sprintf("dead%d", nameSeq), bucket: fmt.Sprintf("breakers%d", nameSeq)}
 	nc, err := connect(theCluster.urls(), "test")
 	if err != nil {
 		t.Fatal(err)
@@ -71,20 +84,23 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(nc.Close)
 	e.nc = nc
 	e.js, _ = jetstream.New(nc)
+	e.pub, err = jsq.NewPublisher(jsq.PublisherConfig{Conn: nc, PublishTimeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := jsq.StreamConfig(e.topic)
+	work.Retention = jetstream.WorkQueuePolicy
+	streams := []jetstream.StreamConfig{work, retryqueue.RetryStreamConfig(e.retry), retryqueue.DeadLetterStreamConfig(e.dead)}
 	// A cluster just started (or a node just back) may need a moment
 	// before it places R3 assets.
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err = e.js.CreateStream(ctx, jetstream.StreamConfig{
-			Name: e.stream, Subjects: []string{e.subject}, Retention: jetstream.WorkQueuePolicy,
-			Replicas: 3, Storage: jetstream.FileStorage,
-		})
-		if err == nil {
-			_, err = e.js.CreateOrUpdateConsumer(ctx, e.stream, jetstream.ConsumerConfig{
-				Durable: e.consumer, AckPolicy: jetstream.AckExplicitPolicy, AckWait: 2 * time.Second,
-				MaxDeliver: -1, MaxAckPending: 1000,
-			})
+		for _, sc := range streams {
+			if err == nil {
+				sc.Replicas = 3
+				_, err = e.js.CreateOrUpdateStream(ctx, sc)
+			}
 		}
 		if err == nil {
 			e.kv, err = natskv.New(ctx, e.js, natskv.Config{Bucket: e.bucket, Replicas: 3})
@@ -94,11 +110,29 @@ func newEnv(t *testing.T) *env {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("create R3 stream, consumer and KV bucket: %v", err)
+			t.Fatalf("create R3 streams and KV bucket: %v", err)
 		}
+		err = nil
 		time.Sleep(200 * time.Millisecond)
 	}
 	return e
+}
+
+// send publishes one message with UUID id, retrying until JetStream
+// confirmed it.
+func (e *env) send(id string) {
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err := e.pub.PublishContext(ctx, e.topic, message.NewMessage(id, []byte("payload of "+id)))
+		cancel()
+		if err == nil {
+			e.mu.Lock()
+			e.ids = append(e.ids, id)
+			e.mu.Unlock()
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // publish publishes n messages "m<i>" at rate per second, in the
@@ -111,15 +145,7 @@ func (e *env) publish(n int, rate float64) (done chan struct{}) {
 		defer tick.Stop()
 		for i := range n {
 			<-tick.C
-			for {
-				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				_, err := e.js.Publish(ctx, e.subject, []byte("m"+strconv.Itoa(i)))
-				cancel()
-				if err == nil {
-					break
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
+			e.send("m" + strconv.Itoa(i))
 		}
 	}()
 	return done
@@ -129,20 +155,19 @@ func (e *env) publish(n int, rate float64) (done chan struct{}) {
 // is called: a breaker closes only through probes, so the tests waiting for
 // every replica to close after the load keep some traffic flowing.
 func (e *env) trickle() (stop func()) {
-	done := make(chan struct{})
+	done, stopped := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(stopped)
 		for i := 0; ; i++ {
 			select {
 			case <-done:
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, _ = e.js.Publish(ctx, e.subject, []byte("t"+strconv.Itoa(i)))
-			cancel()
+			e.send("t" + strconv.Itoa(i))
 		}
 	}()
-	return func() { close(done) }
+	return func() { close(done); <-stopped }
 }
 
 func (e *env) shared() (breaker.SharedState, error) {
@@ -150,6 +175,109 @@ func (e *env) shared() (breaker.SharedState, error) {
 	defer cancel()
 	st, _, err := e.kv.Load(ctx, breakerName)
 	return st, err
+}
+
+// streamMessages returns the UUIDs of the messages in stream, with the
+// value of header key (empty when key is empty or missing). It reads them
+// one by one by sequence (a work-queue stream with 3 replicas takes no
+// consumer besides the replicas' own).
+func (e *env) streamMessages(stream, key string) (map[string]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s, err := e.js.Stream(ctx, stream)
+	if err != nil {
+		return nil, err
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	if info.State.Msgs == 0 {
+		return out, nil
+	}
+	// Up to the last sequence at the end, not at the start: a message
+	// diverted again while this reads has a new copy at the end.
+	last := info.State.LastSeq
+	for seq := info.State.FirstSeq; ; seq++ {
+		if seq > last {
+			if info, err = s.Info(ctx); err != nil {
+				return nil, err
+			}
+			if seq > info.State.LastSeq {
+				break
+			}
+			last = info.State.LastSeq
+		}
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // acked off the work queue: moved downstream
+		}
+		if err != nil {
+			return nil, fmt.Errorf("stream %s seq %d: %w", stream, seq, err)
+		}
+		id := m.Header.Get(jsq.UUIDHeader)
+		if id == "" {
+			return nil, fmt.Errorf("stream %s seq %d: no UUID header", stream, seq)
+		}
+		out[id] = ""
+		if key != "" {
+			out[id] = m.Header.Get(key)
+		}
+	}
+	return out, nil
+}
+
+// account checks that no published message is lost: each was delivered to
+// the partner, dead-lettered with a reason, or is still queued (in the
+// work or retry stream). It returns the counts. It takes the published
+// messages first, then reads in the direction messages move (work stream,
+// retry stream, dead letters, partner), so a message moving on while it
+// reads is seen downstream.
+func (e *env) account(p *partner) (delivered, dead, queued int) {
+	t := e.t
+	t.Helper()
+	e.mu.Lock()
+	ids := slices.Clone(e.ids) // first: a message published later is not checked
+	e.mu.Unlock()
+	work, err := e.streamMessages(e.topic, "")
+	if err != nil {
+		t.Fatalf("read work stream: %v", err)
+	}
+	retry, err := e.streamMessages(e.retry, "")
+	if err != nil {
+		t.Fatalf("read retry queue: %v", err)
+	}
+	deadMsgs, err := e.streamMessages(e.dead, retryqueue.MetaDeadReason)
+	if err != nil {
+		t.Fatalf("read dead letters: %v", err)
+	}
+	p.mu.Lock()
+	accepted := maps.Clone(p.accepted)
+	p.mu.Unlock()
+	var lost []string
+	for _, id := range ids {
+		_, inRetry := retry[id]
+		_, inWork := work[id]
+		reason, isDead := deadMsgs[id]
+		switch {
+		case accepted[id] > 0:
+			delivered++
+		case isDead:
+			dead++
+			if reason == "" {
+				t.Errorf("message %s dead-lettered without a reason", id)
+			}
+		case inRetry || inWork:
+			queued++
+		default:
+			lost = append(lost, id)
+		}
+	}
+	if len(lost) > 0 {
+		t.Errorf("%d of %d messages lost (neither delivered, dead-lettered nor queued): %v", len(lost), len(ids), lost[:min(len(lost), 10)])
+	}
+	return delivered, dead, queued
 }
 
 // replica is a running replica process.
@@ -162,7 +290,9 @@ type replica struct {
 	state     breaker.State
 	connected bool
 	closedAt  []time.Time // transitions to closed
+	trans     []stateAt   // every transition
 	opens     int
+	unmarked  int // probes the replica made without marking them X-Probe
 	lines     map[string]bool
 	exited    chan struct{}
 }
@@ -170,7 +300,10 @@ type replica struct {
 func (e *env) startReplica(rc replicaConfig) *replica {
 	t := e.t
 	t.Helper()
-	rc.URLs, rc.Bucket, rc.Stream, rc.Consumer = theCluster.urls(), e.bucket, e.stream, e.consumer
+	rc.URLs, rc.Bucket, rc.Topic, rc.Consumer, rc.Retry, rc.Dead = theCluster.urls(), e.bucket, e.topic, e.consumer, e.retry, e.dead
+	if rc.DrainRate == 0 {
+		rc.DrainRate = 20 // a third of 60/s
+	}
 	raw, _ := json.Marshal(rc)
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envReplica+"="+string(raw))
@@ -224,18 +357,26 @@ func (r *replica) line(s string, ready func()) {
 		ready()
 	case len(f) == 3 && f[0] == "T":
 		ns, _ := strconv.ParseInt(f[2], 10, 64)
+		r.trans = append(r.trans, stateAt{parseState(f[1]), time.Unix(0, ns)})
 		switch f[1] {
 		case "closed":
 			r.closedAt = append(r.closedAt, time.Unix(0, ns))
 		case "open":
 			r.opens++
 		}
-	case len(f) == 3 && f[0] == "S":
+	case len(f) == 4 && f[0] == "S":
 		r.state = parseState(f[1])
 		r.connected = f[2] == "true"
+		r.unmarked, _ = strconv.Atoi(f[3])
 	default:
 		r.lines[s] = true
 	}
+}
+
+// stateAt is a transition of a replica's breaker.
+type stateAt struct {
+	to breaker.State
+	at time.Time
 }
 
 func parseState(s string) breaker.State {
@@ -261,6 +402,12 @@ func (r *replica) lastClosed() time.Time {
 		return time.Time{}
 	}
 	return r.closedAt[len(r.closedAt)-1]
+}
+
+func (r *replica) unmarkedProbes() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.unmarked
 }
 
 func (r *replica) opened() int {

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/floodgate-go/floodgate/deliver/webhook"
 )
 
 // partner is the shared partner: an HTTP server whose health the test
@@ -36,6 +38,16 @@ type partner struct {
 	mu       sync.Mutex
 	accepted map[string]int
 	byRep    map[string]int // accepted per replica
+	reqs     []request      // every request, for the per-phase analysis
+}
+
+// request is one request the partner served.
+type request struct {
+	start, end     time.Time
+	replica        string
+	probe, failed  bool
+	drained        bool // sent by the drainer (from the backlog)
+	afterRecovered bool
 }
 
 func newPartner(t *testing.T) *partner {
@@ -73,10 +85,14 @@ func (p *partner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	start := time.Now()
 	n := p.inflight.Add(1)
 	defer p.inflight.Add(-1)
 	time.Sleep(p.latency)
 	fail := p.down.Load() || (p.limit.Load() > 0 && n > p.limit.Load())
+	p.mu.Lock()
+	p.reqs = append(p.reqs, request{start: start, end: time.Now(), replica: r.Header.Get("X-Replica"), probe: probe, drained: r.Header.Get("X-Drained") != "", failed: fail, afterRecovered: p.recovered.Load()})
+	p.mu.Unlock()
 	if fail {
 		p.errs.Add(1)
 		if p.recovered.Load() {
@@ -86,7 +102,7 @@ func (p *partner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p.mu.Lock()
-	p.accepted[r.Header.Get("X-Msg-Id")]++
+	p.accepted[r.Header.Get(webhook.HeaderIdempotencyKey)]++
 	p.byRep[r.Header.Get("X-Replica")]++
 	p.mu.Unlock()
 	w.WriteHeader(http.StatusOK)

@@ -14,29 +14,43 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/breaker/natskv"
+	"github.com/floodgate-go/floodgate/deliver"
+	"github.com/floodgate-go/floodgate/deliver/webhook"
+	"github.com/floodgate-go/floodgate/jsq"
+	"github.com/floodgate-go/floodgate/middleware"
+	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
 // envReplica makes the test binary run as a consumer replica; its value is
 // the JSON replicaConfig.
 const envReplica = "FLOODGATE_FLEET_REPLICA"
 
+// envNoNotices, when set, turns off the replicas' trip and close notices
+// (natskv.Config.NoNotices): for measuring what they change.
+const envNoNotices = "FLOODGATE_FLEET_NO_NOTICES"
+
 // replicaConfig configures one replica process.
 type replicaConfig struct {
-	URLs     string // NATS server list
-	Bucket   string // KV bucket of the breakers
-	Stream   string
-	Consumer string
-	Partner  string // partner URL
-	Replica  string
-	Workers  int  // messages in flight
-	Shared   bool // join the fleet (false: an independent breaker)
-	Breaker  breakerSettings
-	LeaseTTL time.Duration
+	URLs      string // NATS server list
+	Bucket    string // KV bucket of the breakers
+	Topic     string // work topic (stream and subject)
+	Consumer  string // its durable consumer, shared by the replicas
+	Retry     string // retry topic
+	Dead      string // dead-letter topic
+	Partner   string // partner URL
+	Replica   string
+	Workers   int     // live messages in flight (router), and drained ones
+	DrainRate float64 // the drainer's start rate, messages/s (max 4x)
+	Shared    bool    // join the fleet (false: an independent breaker)
+	Breaker   breakerSettings
+	LeaseTTL  time.Duration
 }
 
 // breakerSettings are the breaker.Config fields the tests vary.
@@ -69,11 +83,22 @@ func (s *switchStore) CompareAndSwap(ctx context.Context, n string, st breaker.S
 func (s *switchStore) Watch(ctx context.Context, n string, fn func(breaker.SharedState, uint64, error)) error {
 	return s.cur.Load().Watch(ctx, n, fn)
 }
+
 func (s *switchStore) AcquireProbe(ctx context.Context, n string, slots int, ttl time.Duration, h string) (breaker.ProbeLease, error) {
 	return s.cur.Load().AcquireProbe(ctx, n, slots, ttl, h)
 }
 func (s *switchStore) ReleaseProbe(ctx context.Context, l breaker.ProbeLease) error {
 	return s.cur.Load().ReleaseProbe(ctx, l)
+}
+
+// Notify and SubscribeNotices pass the trip and close notices through
+// (breaker.Notifier); NoNotices in the environment turns them off, to
+// measure what they change.
+func (s *switchStore) Notify(ctx context.Context, n string, st breaker.SharedState) error {
+	return s.cur.Load().Notify(ctx, n, st)
+}
+func (s *switchStore) SubscribeNotices(ctx context.Context, n string, fn func(breaker.SharedState)) error {
+	return s.cur.Load().SubscribeNotices(ctx, n, fn)
 }
 
 const breakerName = "partner"
@@ -93,7 +118,7 @@ func kvStore(ctx context.Context, urls, bucket, name string) (*nats.Conn, *natsk
 		nc.Close()
 		return nil, nil, err
 	}
-	s, err := natskv.New(ctx, js, natskv.Config{Bucket: bucket, Bind: true})
+	s, err := natskv.New(ctx, js, natskv.Config{Bucket: bucket, Bind: true, NoNotices: os.Getenv(envNoNotices) != ""})
 	if err != nil {
 		nc.Close()
 		return nil, nil, err
@@ -101,18 +126,26 @@ func kvStore(ctx context.Context, urls, bucket, name string) (*nats.Conn, *natsk
 	return nc, s, nil
 }
 
-// runReplica is the replica process: it consumes the work stream with
-// Workers goroutines, calls the partner through the breaker for each
-// message, acks on success and naks with a delay otherwise (a rejected
-// message waits in JetStream: nothing is lost). It prints "ready", then a
-// line per transition ("T <state> <unix ns>") and a status line every 50 ms
-// ("S <state> <connected>"). Commands on stdin: "cutkv" closes the KV
-// connection, "rejoin" opens a new one.
+// runReplica is the replica process, composed as a production consumer is:
+// a Watermill router consuming the work topic through a [jsq.Subscriber]
+// (Workers pull loops), each message through floodgate's middleware
+// ([middleware.New]) around a webhook delivery to the partner, a
+// [retryqueue.Queue] taking the messages the breaker rejects or whose
+// delivery failed, and a [retryqueue.Drainer] draining that backlog back
+// through the same guarded handler. It prints "ready", then a line per
+// transition ("T <state> <unix ns>") and a status line every 50 ms
+// ("S <state> <connected> <unmarked probes>"). Commands on stdin: "cutkv"
+// closes the KV connection, "rejoin" opens a new one. On end of input it
+// closes the router, then the drainer, and leaves the fleet.
 func runReplica(raw string) int {
 	var cfg replicaConfig
 	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "replica:", err)
 		return 2
+	}
+	fail := func(what string, err error) int {
+		fmt.Fprintf(os.Stderr, "replica %s: %s: %v\n", cfg.Replica, what, err)
+		return 1
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -125,19 +158,15 @@ func runReplica(raw string) int {
 
 	b, err := breaker.New(cfg.Breaker.config(breakerName))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "replica:", err)
-		return 1
+		return fail("breaker", err)
 	}
-	b.AddListener(func(t breaker.Transition) { say("T %s %d", t.To, t.At.UnixNano()) })
-
 	var fleet *breaker.Fleet
 	var kvConn atomic.Pointer[nats.Conn]
 	sw := &switchStore{}
 	if cfg.Shared {
 		nc, s, err := kvStore(ctx, cfg.URLs, cfg.Bucket, cfg.Replica+"-kv")
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "replica: kv:", err)
-			return 1
+			return fail("kv", err)
 		}
 		kvConn.Store(nc)
 		sw.cur.Store(s)
@@ -146,58 +175,148 @@ func runReplica(raw string) int {
 			OpTimeout: 500 * time.Millisecond, ResyncInterval: 250 * time.Millisecond, FallbackAfter: time.Second,
 		})
 		if err != nil {
-			fmt.Fprintln(os.Stderr, "replica: join:", err)
-			return 1
+			return fail("join", err)
 		}
 		defer fleet.Leave()
 	}
 
-	nc, err := connect(cfg.URLs, cfg.Replica)
+	nc, err := jsq.Connect(cfg.URLs, nats.Name(cfg.Replica), nats.ReconnectWait(50*time.Millisecond), nats.Timeout(2*time.Second))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "replica:", err)
-		return 1
+		return fail("connect", err)
 	}
-	defer nc.Close()
+	defer nc.Close() // after the router and the drainer: no diversion loses its publisher
 	js, err := jetstream.New(nc)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "replica:", err)
-		return 1
+		return fail("jetstream", err)
 	}
-	var cons jetstream.Consumer
+	pub, err := jsq.NewPublisher(jsq.PublisherConfig{Conn: nc, PublishTimeout: 2 * time.Second})
+	if err != nil {
+		return fail("publisher", err)
+	}
+	qcfg := retryqueue.Config{
+		Publisher: pub, RetryTopic: cfg.Retry, DeadLetterTopic: cfg.Dead,
+		PublishTimeout: 2 * time.Second, MaxAttempts: 1000,
+		Backoff: retryqueue.ExponentialBackoff(100*time.Millisecond, time.Second),
+	}
 	for {
-		cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
-		cons, err = js.Consumer(cctx, cfg.Stream, cfg.Consumer)
-		ccancel()
+		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+		err = retryqueue.Provision(pctx, js, qcfg) // finds the R3 streams the test created
+		pcancel()
 		if err == nil {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	q, err := retryqueue.New(qcfg)
+	if err != nil {
+		return fail("queue", err)
+	}
+
 	// The call timeout stays below the probe lease TTL: a probe outliving
 	// its lease would let another replica's probe take the slot.
-	client := &http.Client{Timeout: min(5*time.Second, cfg.LeaseTTL*3/4)}
-	var wg sync.WaitGroup
-	for range cfg.Workers {
-		wg.Go(func() {
-			for ctx.Err() == nil {
-				batch, err := cons.Fetch(1, jetstream.FetchMaxWait(500*time.Millisecond))
-				if err != nil {
-					time.Sleep(50 * time.Millisecond)
-					continue
-				}
-				for m := range batch.Messages() {
-					handle(ctx, b, client, cfg, m)
-				}
-			}
-		})
+	callTimeout := min(1500*time.Millisecond, cfg.LeaseTTL*3/4)
+	sender, err := webhook.NewSender(webhook.Config{
+		URL: cfg.Partner, Format: webhook.FormatRaw, Timeout: callTimeout,
+		Header: http.Header{"X-Replica": {cfg.Replica}},
+	})
+	if err != nil {
+		return fail("sender", err)
 	}
-	go func() {
-		for ctx.Err() == nil {
+	// The partner counts probes by the X-Probe header. The handler cannot
+	// see its permit, so it marks a call made while the breaker is
+	// half-open; OnEvent then checks the mark against the permit
+	// (Event.Probe) and counts probes that went unmarked, which the tests
+	// require to be none (an unmarked probe would hide from the partner's
+	// count of probes in flight).
+	var marked sync.Map // UUID -> marked as a probe
+	var unmarked atomic.Int64
+	var drainer *retryqueue.Drainer
+	guard, err := middleware.New(middleware.Config{
+		Breaker: b, Queue: q, Timeout: callTimeout,
+		OnEvent: func(ev middleware.Event) {
+			if !ev.Admitted {
+				return
+			}
+			if m, _ := marked.LoadAndDelete(ev.UUID); ev.Probe && m != true {
+				unmarked.Add(1)
+			}
+			drainer.Observe(ev.UUID, ev.Action == middleware.Diverted && ev.Reason == string(retryqueue.ReasonFailure), ev.Latency)
+		},
+	})
+	if err != nil {
+		return fail("middleware", err)
+	}
+	client := &http.Client{}
+	guarded := guard(func(m *message.Message) ([]*message.Message, error) {
+		req, err := sender.NewRequest(m.Context(), m.UUID, m.Payload)
+		if err != nil {
+			return nil, &deliver.Error{Kind: deliver.ErrPermanent, Op: "send", Cause: err}
+		}
+		probe := b.State() == breaker.StateHalfOpen
+		marked.Store(m.UUID, probe)
+		if probe {
+			req.Header.Set("X-Probe", "1")
+		}
+		if retryqueue.FromDrain(m.Context()) {
+			req.Header.Set("X-Drained", "1")
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return nil, &deliver.Error{Kind: deliver.ErrRetryable, Op: "send", Cause: err}
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		_ = resp.Body.Close()
+		return nil, deliver.ClassifyHTTP(resp.StatusCode, resp.Header.Get("Retry-After"))
+	})
+	drainer, err = retryqueue.NewDrainer(retryqueue.DrainerConfig{
+		JetStream: js, Queue: q, Handler: guarded, Gate: middleware.DrainGate(b),
+		Rate: cfg.DrainRate, MaxRate: cfg.DrainRate * 4, MaxInFlight: cfg.Workers,
+		SlowCall: b.Config().SlowCallDuration, AckWait: 5 * time.Second, PollInterval: 20 * time.Millisecond,
+		NakDelay: func(uint64) time.Duration { return 150 * time.Millisecond },
+	})
+	if err != nil {
+		return fail("drainer", err)
+	}
+	b.AddListener(func(t breaker.Transition) {
+		say("T %s %d", t.To, t.At.UnixNano())
+		drainer.Wake()
+	})
+
+	sub, err := jsq.NewSubscriber(jsq.SubscriberConfig{
+		URL: cfg.URLs, ConnectOptions: []nats.Option{nats.Name(cfg.Replica + "-sub"), nats.ReconnectWait(50 * time.Millisecond)},
+		ConsumerName: func(string) string { return cfg.Consumer },
+		Concurrency:  cfg.Workers, AckWait: 5 * time.Second, FetchWait: 500 * time.Millisecond,
+		NakDelay: func(uint64) time.Duration { return 150 * time.Millisecond },
+	})
+	if err != nil {
+		return fail("subscriber", err)
+	}
+	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 5 * time.Second}, watermill.NopLogger{})
+	if err != nil {
+		return fail("router", err)
+	}
+	router.AddConsumerHandler("deliver", cfg.Topic, sub, func(m *message.Message) error {
+		_, err := guarded(m)
+		return err
+	})
+	var wg sync.WaitGroup
+	rctx, rcancel := context.WithCancel(ctx)
+	defer rcancel()
+	wg.Go(func() { _ = router.Run(rctx) })
+	wg.Go(func() { _ = drainer.Run(rctx) })
+	select {
+	case <-router.Running():
+	case <-time.After(20 * time.Second):
+		rcancel()
+		return fail("router", errors.New("not running after 20s"))
+	}
+	wg.Go(func() {
+		for rctx.Err() == nil {
 			connected := fleet == nil || fleet.Connected()
-			say("S %s %v", b.State(), connected)
+			say("S %s %v %d", b.State(), connected, unmarked.Load())
 			time.Sleep(50 * time.Millisecond)
 		}
-	}()
+	})
 	say("ready")
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
@@ -210,8 +329,7 @@ func runReplica(raw string) int {
 		case "rejoin":
 			c, s, err := kvStore(ctx, cfg.URLs, cfg.Bucket, cfg.Replica+"-kv2")
 			if err != nil {
-				fmt.Fprintln(os.Stderr, "replica: rejoin:", err)
-				return 1
+				return fail("rejoin", err)
 			}
 			kvConn.Store(c)
 			sw.cur.Store(s)
@@ -219,39 +337,8 @@ func runReplica(raw string) int {
 			say("rejoined")
 		}
 	}
-	cancel()
+	_ = router.Close()
+	rcancel()
 	wg.Wait()
 	return 0
-}
-
-func handle(ctx context.Context, b *breaker.Breaker, client *http.Client, cfg replicaConfig, m jetstream.Msg) {
-	p, err := b.Allow()
-	if err != nil {
-		_ = m.NakWithDelay(150 * time.Millisecond)
-		return
-	}
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, cfg.Partner, strings.NewReader(string(m.Data())))
-	req.Header.Set("X-Msg-Id", string(m.Data()))
-	req.Header.Set("X-Replica", cfg.Replica)
-	if p.IsProbe() {
-		req.Header.Set("X-Probe", "1")
-	}
-	resp, err := client.Do(req)
-	if err == nil {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		_ = resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			err = fmt.Errorf("partner: HTTP %d", resp.StatusCode)
-		}
-	}
-	if errors.Is(err, context.Canceled) {
-		p.Cancel()
-		return
-	}
-	p.Done(err)
-	if err != nil {
-		_ = m.NakWithDelay(150 * time.Millisecond)
-		return
-	}
-	_ = m.Ack()
 }
