@@ -15,7 +15,8 @@
 //     a ramp or adaptive recovery throttles, "ramp";
 //  4. when admitted, runs the wrapped handler under a deadline
 //     ([Config.Timeout]) and reports the outcome with its latency to the
-//     breaker, which judges slow calls;
+//     breaker, which judges slow calls ([IsProbe] tells the handler its
+//     call is a half-open probe);
 //  5. diverts a retryable failure to the retry queue (reason "failure") and
 //     dead-letters a permanent one ([Config.IsPermanent]).
 //

@@ -88,6 +88,9 @@ func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
 func (g *guard) run(h message.HandlerFunc, msg *message.Message, permit breaker.Permit, start time.Time, ev *Event) (out []*message.Message, err error, shutdown bool) {
 	parent := msg.Context()
 	ctx, cancel := context.WithTimeout(parent, g.cfg.Timeout)
+	if permit.IsProbe() {
+		ctx = context.WithValue(ctx, probeKey{}, true)
+	}
 	msg.SetContext(ctx)
 	defer func() {
 		cancel()
@@ -110,6 +113,22 @@ func (g *guard) run(h message.HandlerFunc, msg *message.Message, permit breaker.
 	shutdown = err != nil && errors.Is(parent.Err(), context.Canceled)
 	permit.RecordAt(end, g.outcome(err, shutdown, permit.IsProbe()), ev.Latency)
 	return out, err, shutdown
+}
+
+// probeKey marks the context of a call the breaker admitted as a probe.
+type probeKey struct{}
+
+// IsProbe reports whether ctx is the context of a call the breaker admitted
+// as a half-open probe: the context of the message the middleware hands to
+// the handler (msg.Context()). A handler can use it to mark probe requests
+// to the partner (a header), or to log them. It is false for every other
+// call, for a nil ctx, and outside the middleware. Safe for concurrent use.
+func IsProbe(ctx context.Context) bool {
+	if ctx == nil {
+		return false
+	}
+	v, _ := ctx.Value(probeKey{}).(bool)
+	return v
 }
 
 // outcome maps a handler result to what the breaker counts. A permanent error

@@ -309,10 +309,26 @@ func TestSlowProbeReopens(t *testing.T) {
 func TestGoodProbesClose(t *testing.T) {
 	e := tripped(t, smallBreaker)
 	e.clock.Advance(2 * time.Second)
+	var probes int
+	seen := func(m *message.Message) ([]*message.Message, error) {
+		if middleware.IsProbe(m.Context()) {
+			probes++
+		}
+		return nil, nil
+	}
 	for i := 0; i < smallBreaker.SuccessesToClose; i++ {
-		if _, err := e.mw(ok)(newMsg()); err != nil {
+		if _, err := e.mw(seen)(newMsg()); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if probes != smallBreaker.SuccessesToClose {
+		t.Errorf("IsProbe true on %d of %d probes", probes, smallBreaker.SuccessesToClose)
+	}
+	if _, err := e.mw(seen)(newMsg()); err != nil || probes != smallBreaker.SuccessesToClose {
+		t.Errorf("a call after the close: IsProbe true (%d probes), err %v", probes, err)
+	}
+	if middleware.IsProbe(context.Background()) || middleware.IsProbe(nil) {
+		t.Error("IsProbe outside the middleware")
 	}
 	if s := e.b.State(); s != breaker.StateClosed {
 		t.Errorf("after %d good probes: %s, want closed", smallBreaker.SuccessesToClose, s)

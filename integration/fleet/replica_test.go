@@ -222,12 +222,11 @@ func runReplica(raw string) int {
 	if err != nil {
 		return fail("sender", err)
 	}
-	// The partner counts probes by the X-Probe header. The handler cannot
-	// see its permit, so it marks a call made while the breaker is
-	// half-open; OnEvent then checks the mark against the permit
-	// (Event.Probe) and counts probes that went unmarked, which the tests
-	// require to be none (an unmarked probe would hide from the partner's
-	// count of probes in flight).
+	// The partner counts probes by the X-Probe header, which the handler
+	// sets when middleware.IsProbe says its call is one; OnEvent checks the
+	// mark against the permit (Event.Probe) and counts probes that went
+	// unmarked, which the tests require to be none (an unmarked probe would
+	// hide from the partner's count of probes in flight).
 	var marked sync.Map // UUID -> marked as a probe
 	var unmarked atomic.Int64
 	var drainer *retryqueue.Drainer
@@ -252,7 +251,7 @@ func runReplica(raw string) int {
 		if err != nil {
 			return nil, &deliver.Error{Kind: deliver.ErrPermanent, Op: "send", Cause: err}
 		}
-		probe := b.State() == breaker.StateHalfOpen
+		probe := middleware.IsProbe(m.Context())
 		marked.Store(m.UUID, probe)
 		if probe {
 			req.Header.Set("X-Probe", "1")
