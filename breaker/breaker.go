@@ -362,7 +362,8 @@ func (b *Breaker) ForceOpen() {
 	now := b.nowNs()
 	b.mu.Lock()
 	b.forced = true
-	if b.state != StateOpen {
+	already := b.state == StateOpen
+	if !already {
 		b.window, b.step = 0, 0
 		b.enterLocked(StateOpen, now, "forced open", 0)
 	} else {
@@ -370,6 +371,19 @@ func (b *Breaker) ForceOpen() {
 	}
 	b.armLocked(now)
 	b.unlockAndDispatch()
+	if already {
+		b.tellFleet(StateOpen, now, "forced open")
+	}
+}
+
+// tellFleet hands a command that changed no state (the breaker was already
+// in it) to the fleet the breaker joined, which publishes it: forcing open
+// a breaker that is open, for example, must still force the fleet open.
+// Listeners see no transition. [fleet hook]
+func (b *Breaker) tellFleet(s State, now int64, reason string) {
+	if f := b.fleet.Load(); f != nil {
+		f.onTransition(Transition{From: s, To: s, Reason: reason, At: b.at(now), Breaker: b.cfg.Name})
+	}
 }
 
 // ForceClose closes the breaker now with a fresh window (ending a forced
@@ -379,11 +393,15 @@ func (b *Breaker) ForceClose() {
 	now := b.nowNs()
 	b.mu.Lock()
 	b.forced = false
-	if b.state != StateClosed {
+	already := b.state == StateClosed
+	if !already {
 		b.enterLocked(StateClosed, now, "forced closed", 0)
 	}
 	b.armLocked(now)
 	b.unlockAndDispatch()
+	if already {
+		b.tellFleet(StateClosed, now, "forced closed")
+	}
 }
 
 // Reset returns the breaker to its initial state: closed, a fresh window,
@@ -395,7 +413,8 @@ func (b *Breaker) Reset() {
 	b.forced = false
 	b.trips = 0
 	b.window, b.step = 0, 0
-	if b.state != StateClosed {
+	already := b.state == StateClosed
+	if !already {
 		b.enterLocked(StateClosed, now, "reset", 0)
 	} else {
 		b.gen++
@@ -403,6 +422,9 @@ func (b *Breaker) Reset() {
 	}
 	b.armLocked(now)
 	b.unlockAndDispatch()
+	if already {
+		b.tellFleet(StateClosed, now, "reset")
+	}
 }
 
 // Stop stops the breaker's timers and any running health check. The breaker

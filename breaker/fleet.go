@@ -155,7 +155,6 @@ type Fleet struct {
 	wake  chan struct{}
 
 	removeListener func()
-	notifier       Notifier // the store's notices, nil without them
 
 	connected   atomic.Bool
 	epoch       atomic.Uint64 // f.rec.Epoch, readable under the breaker's lock
@@ -178,11 +177,6 @@ type Fleet struct {
 	dirty    bool
 	applied  appliedKey
 	stats    FleetStats
-	// A notice applied ahead of the store: until the shared state
-	// reaches noticeEpoch or noticeUntil (breaker ns) passes, an older
-	// shared state is not applied over it.
-	noticeEpoch uint64
-	noticeUntil int64
 }
 
 type heldLease struct {
@@ -211,10 +205,6 @@ type FleetStats struct {
 	LocalProbes uint64
 	// StoreErrors counts failed store calls.
 	StoreErrors uint64
-	// NoticesSent counts trip and close notices sent ahead of a publication;
-	// NoticesApplied the notices of other replicas applied ahead of the
-	// store (see [Notifier]).
-	NoticesSent, NoticesApplied uint64
 }
 
 // JoinFleet makes b share its state with every breaker of the same name
@@ -244,12 +234,6 @@ type FleetStats struct {
 // shared state when the store answers again (a local trip made meanwhile
 // is published; otherwise the shared state is adopted).
 //
-// If the store also implements [Notifier], every trip and every close by
-// good probes is announced to the other replicas ahead of its
-// compare-and-swap, and they apply it on receipt: on a replicated store
-// they learn of it one network hop after it happened instead of after the
-// store's commit.
-//
 // A probe admission waits for one store round trip (taking the lease,
 // bounded by OpTimeout); nothing else a caller does waits for the store:
 // publishing, watching and releasing run on the fleet's own goroutine.
@@ -270,9 +254,6 @@ func JoinFleet(b *Breaker, cfg FleetConfig) (*Fleet, error) {
 		b: b, cfg: cfg, store: cfg.Store, name: b.cfg.Name,
 		done: make(chan struct{}), wake: make(chan struct{}, 1),
 		leases: map[uint64]heldLease{},
-	}
-	if n, ok := cfg.Store.(Notifier); ok {
-		f.notifier = n
 	}
 	f.ctx, f.stop = context.WithCancel(context.Background())
 	if !b.fleet.CompareAndSwap(nil, f) {
@@ -351,79 +332,8 @@ func (f *Fleet) onTransition(t Transition) {
 		f.events = append(f.events[:0], f.events[len(f.events)-fleetPendingEventsCap/2:]...)
 	}
 	f.events = append(f.events, t)
-	cur := f.rec
 	f.mu.Unlock()
-	f.notify(cur, t)
 	f.kick()
-}
-
-// notify sends a notice of local transition t ahead of its publication,
-// when t is a trip or a close by good probes: the state publish will most
-// likely write (the same merge on the same shared state), so the other
-// replicas stop admitting, or start, one network hop later instead of
-// after the store's commit.
-func (f *Fleet) notify(cur SharedState, t Transition) {
-	if f.notifier == nil || !noticed(t) {
-		return
-	}
-	if next, ok := f.merge(cur, t); ok {
-		f.sendNotice(next)
-	}
-}
-
-// noticed reports whether a local transition is announced by a notice:
-// trips and closes by good probes, not an operator's commands.
-func noticed(t Transition) bool {
-	switch t.Reason {
-	case fleetReasonForcedOpen, fleetReasonForcedClosed, fleetReasonReset, fleetReasonHealthCheckEnded:
-		return false
-	}
-	return t.To == StateOpen || t.To == StateClosed
-}
-
-func (f *Fleet) sendNotice(st SharedState) {
-	if f.notifier == nil || !f.connected.Load() {
-		return
-	}
-	ctx, cancel := f.opCtx()
-	err := f.notifier.Notify(ctx, f.name, st)
-	cancel()
-	if err == nil {
-		f.mu.Lock()
-		f.stats.NoticesSent++
-		f.mu.Unlock()
-	}
-}
-
-// onNotice applies another replica's notice at once, unless the shared
-// state this replica knows is as new: a trip whose window has not ended,
-// or a close of a fleet this replica knows half-open.
-func (f *Fleet) onNotice(st SharedState) {
-	if st.By == f.cfg.Replica || st.Forced {
-		return
-	}
-	now := f.b.nowNs()
-	f.applyMu.Lock()
-	defer f.applyMu.Unlock()
-	f.mu.Lock()
-	ok := st.Epoch > f.rec.Epoch && st.Epoch > f.noticeEpoch
-	switch st.State {
-	case StateOpen:
-		ok = ok && f.b.ns(st.OpenUntil) > now // else nothing to stop
-	case StateClosed:
-		ok = ok && f.rec.State == StateHalfOpen && f.rec.RampStart.IsZero()
-	default:
-		ok = false
-	}
-	if !ok {
-		f.mu.Unlock()
-		return
-	}
-	f.noticeEpoch, f.noticeUntil = st.Epoch, now+int64(f.cfg.OpTimeout)
-	f.applied = appliedKey{} // the stored state is applied again once it arrives
-	f.stats.NoticesApplied++
-	f.mu.Unlock()
-	f.b.applyShared(st, false)
 }
 
 // allow admits a half-open probe against the fleet's budget. ok is false
@@ -713,13 +623,8 @@ func (f *Fleet) startWatch() {
 	}
 	f.watching = true
 	f.mu.Unlock()
-	// Notices live as long as the watch: a watch that fails (the
-	// connection closed) takes the notice subscription with it, and both
-	// start again at the next resync.
-	wctx, wcancel := context.WithCancel(f.ctx)
-	err := f.store.Watch(wctx, f.name, func(st SharedState, rev uint64, err error) {
+	err := f.store.Watch(f.ctx, f.name, func(st SharedState, rev uint64, err error) {
 		if err != nil {
-			wcancel()
 			f.mu.Lock()
 			f.watching = false
 			f.mu.Unlock()
@@ -741,11 +646,7 @@ func (f *Fleet) startWatch() {
 			f.kick()
 		}
 	})
-	if err == nil && f.notifier != nil {
-		err = f.notifier.SubscribeNotices(wctx, f.name, f.onNotice)
-	}
 	if err != nil {
-		wcancel()
 		f.mu.Lock()
 		f.watching = false
 		f.mu.Unlock()
@@ -895,7 +796,6 @@ func (f *Fleet) countGood(epoch uint64) bool {
 				next.RampStart = now
 			} else {
 				next.State, next.Trips, next.Window = StateClosed, 0, r.Window
-				f.sendNotice(next)
 			}
 		}
 		written, retry := f.cas(next, rev)
@@ -917,13 +817,7 @@ func (f *Fleet) applyLatest() {
 	f.mu.Lock()
 	r, rev := f.rec, f.rev
 	key := appliedKey{rev: rev, epoch: r.Epoch, successes: r.Successes}
-	if f.noticeEpoch > r.Epoch && f.b.nowNs() < f.noticeUntil {
-		f.mu.Unlock()
-		return // a notice is newer; its transition is being written
-	}
-	overruled := f.noticeEpoch > r.Epoch // its transition never reached the store
-	f.noticeEpoch = 0
-	if !overruled && (key == f.applied || rev == 0) {
+	if key == f.applied || rev == 0 {
 		f.mu.Unlock()
 		return
 	}

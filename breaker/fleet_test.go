@@ -3,7 +3,6 @@ package breaker_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -475,6 +474,35 @@ func TestFleetLocalManualControl(t *testing.T) {
 	}
 }
 
+// TestFleetCommandsInTheSameState: a command on a replica already in its
+// state changes no local state, yet reaches the fleet: ForceOpen on an open
+// replica forces every replica open (it must not half-open when the window
+// ends); Reset on a closed replica puts the shared backoff ladder back at
+// its base.
+func TestFleetCommandsInTheSameState(t *testing.T) {
+	tf := newTestFleet(t, 2, nil)
+	tf.trip(t, 0)
+	wantAll(t, tf, breaker.StateOpen)
+	tf.bs[1].ForceOpen() // b is open already
+	if sh := tf.shared(t); sh.State != breaker.StateOpen || !sh.Forced {
+		t.Fatalf("after ForceOpen on an open replica: shared %+v, want forced open", sh)
+	}
+	tf.clk.Advance(time.Hour)
+	wantAll(t, tf, breaker.StateOpen)
+	if s := tf.bs[0].Snapshot(); !s.Forced {
+		t.Fatalf("replica a after b's ForceOpen: %+v, want forced", s)
+	}
+	tf.bs[0].ForceClose()
+	wantAll(t, tf, breaker.StateClosed)
+	if sh := tf.shared(t); sh.Trips == 0 {
+		t.Fatalf("ForceClose keeps the ladder: shared %+v", sh)
+	}
+	tf.bs[1].Reset() // b is closed already
+	if sh := tf.shared(t); sh.Trips != 0 || sh.State != breaker.StateClosed {
+		t.Fatalf("after Reset on a closed replica: shared %+v, want closed with 0 trips", sh)
+	}
+}
+
 // TestFleetStaleQueuedTransitionsAreHistory: a replica cut off from the
 // store trips and recovers on local evidence while the fleet recovers
 // without it; when it rejoins, its queued trip is older than the shared
@@ -556,222 +584,4 @@ func (c *cutStore) AcquireProbe(ctx context.Context, n string, slots int, ttl ti
 		return breaker.ProbeLease{}, breaker.ErrStoreDown
 	}
 	return c.MemoryStore.AcquireProbe(ctx, n, slots, ttl, h)
-}
-
-// noticeStore is a MemoryStore with notices ([breaker.Notifier], delivered
-// synchronously) whose watch deliveries the test can hold back, as a
-// replicated store's commit delays them.
-type noticeStore struct {
-	*breaker.MemoryStore
-	mu   sync.Mutex
-	hold bool
-	held []func()
-	subs []func(breaker.SharedState)
-}
-
-func (s *noticeStore) Watch(ctx context.Context, name string, fn func(breaker.SharedState, uint64, error)) error {
-	return s.MemoryStore.Watch(ctx, name, func(st breaker.SharedState, rev uint64, err error) {
-		s.mu.Lock()
-		if s.hold {
-			s.held = append(s.held, func() { fn(st, rev, err) })
-			s.mu.Unlock()
-			return
-		}
-		s.mu.Unlock()
-		fn(st, rev, err)
-	})
-}
-
-// release delivers the held watch updates and stops holding.
-func (s *noticeStore) release() {
-	s.mu.Lock()
-	held := s.held
-	s.held, s.hold = nil, false
-	s.mu.Unlock()
-	for _, fn := range held {
-		fn()
-	}
-}
-
-func (s *noticeStore) Notify(_ context.Context, _ string, st breaker.SharedState) error {
-	s.mu.Lock()
-	subs := slices.Clone(s.subs)
-	s.mu.Unlock()
-	for _, fn := range subs {
-		fn(st)
-	}
-	return nil
-}
-
-func (s *noticeStore) SubscribeNotices(_ context.Context, _ string, fn func(breaker.SharedState)) error {
-	s.mu.Lock()
-	s.subs = append(s.subs, fn)
-	s.mu.Unlock()
-	return nil
-}
-
-// heldStore is a noticeStore without notices: only the (held) watch.
-type heldStore struct{ ns *noticeStore }
-
-func (h heldStore) Load(ctx context.Context, n string) (breaker.SharedState, uint64, error) {
-	return h.ns.Load(ctx, n)
-}
-func (h heldStore) CompareAndSwap(ctx context.Context, n string, st breaker.SharedState, rev uint64) (uint64, error) {
-	return h.ns.CompareAndSwap(ctx, n, st, rev)
-}
-func (h heldStore) Watch(ctx context.Context, n string, fn func(breaker.SharedState, uint64, error)) error {
-	return h.ns.Watch(ctx, n, fn)
-}
-func (h heldStore) AcquireProbe(ctx context.Context, n string, slots int, ttl time.Duration, holder string) (breaker.ProbeLease, error) {
-	return h.ns.AcquireProbe(ctx, n, slots, ttl, holder)
-}
-func (h heldStore) ReleaseProbe(ctx context.Context, l breaker.ProbeLease) error {
-	return h.ns.ReleaseProbe(ctx, l)
-}
-
-// newNoticeFleet is newTestFleet on a noticeStore (notices off: on a
-// heldStore), Inline, with OpTimeout 100ms.
-func newNoticeFleet(t *testing.T, n int, notices bool) (*testFleet, *noticeStore) {
-	t.Helper()
-	tf := &testFleet{clk: breakertest.NewClock(time.Time{})}
-	ns := &noticeStore{MemoryStore: breaker.NewMemoryStore(tf.clk)}
-	tf.store = ns.MemoryStore
-	var store breaker.Store = ns
-	if !notices {
-		store = heldStore{ns}
-	}
-	for i := range n {
-		b, err := breaker.New(breaker.Config{
-			Name: "partner", Clock: tf.clk, Seed: uint64(i + 1),
-			WindowSize: 10, MinimumCalls: 4, DisableJitter: true,
-			ProbeConcurrency: 2, SuccessesToClose: 3,
-			SlowCallDuration: 100 * time.Millisecond, MaxProbeWait: 5 * time.Second,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(b.Stop)
-		f, err := breaker.JoinFleet(b, breaker.FleetConfig{Store: store, Replica: string(rune('a' + i)), Inline: true,
-			ProbeLeaseTTL: 2 * time.Second, OpTimeout: 100 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(f.Leave)
-		tf.bs = append(tf.bs, b)
-		tf.fleets = append(tf.fleets, f)
-	}
-	return tf, ns
-}
-
-// TestFleetTripNoticeBeatsTheStore: while the store's watch has not yet
-// delivered a trip (a replicated commit in flight), the others learn of it
-// from the notice and open until the same time; without notices they keep
-// admitting.
-func TestFleetTripNoticeBeatsTheStore(t *testing.T) {
-	for _, notices := range []bool{false, true} {
-		tf, ns := newNoticeFleet(t, 3, notices)
-		ns.hold = true
-		tf.trip(t, 0)
-		want := tf.bs[0].Snapshot().OpenUntil
-		for i, b := range tf.bs[1:] {
-			s := b.Snapshot()
-			switch {
-			case notices && (s.State != breaker.StateOpen || !s.OpenUntil.Equal(want)):
-				t.Fatalf("with notices, replica %d before the watch: %v until %v, want open until %v", i+1, s.State, s.OpenUntil, want)
-			case !notices && s.State != breaker.StateClosed:
-				t.Fatalf("without notices, replica %d before the watch: %v, want closed (the test shows nothing otherwise)", i+1, s.State)
-			}
-			if st := tf.fleets[i+1].Stats(); notices && st.NoticesApplied != 1 {
-				t.Fatalf("replica %d: %d notices applied, want 1", i+1, st.NoticesApplied)
-			}
-		}
-		if st := tf.fleets[0].Stats(); notices && st.NoticesSent != 1 {
-			t.Fatalf("tripping replica: %d notices sent, want 1", st.NoticesSent)
-		}
-		ns.release()
-		wantAll(t, tf, breaker.StateOpen)
-		_, rev, _ := tf.store.Load(context.Background(), "partner")
-		for i, f := range tf.fleets {
-			if _, r := f.Shared(); r != rev {
-				t.Fatalf("notices %v: replica %d at revision %d after the watch, want %d", notices, i, r, rev)
-			}
-			if s := tf.bs[i].Snapshot(); !s.OpenUntil.Equal(want) {
-				t.Fatalf("notices %v: replica %d open until %v, want %v", notices, i, s.OpenUntil, want)
-			}
-		}
-	}
-}
-
-// TestFleetNoticeOverruledByTheStore: a notice whose trip never reaches the
-// store holds for OpTimeout; then the stored state wins at the next resync.
-// Stale notices (an epoch the replica knows) are ignored.
-func TestFleetNoticeOverruledByTheStore(t *testing.T) {
-	tf, ns := newNoticeFleet(t, 2, true)
-	cur, _ := tf.fleets[1].Shared()
-	stale := cur
-	stale.State, stale.By, stale.OpenUntil = breaker.StateOpen, "x", tf.clk.Now().Add(time.Second)
-	_ = ns.Notify(context.Background(), "partner", stale)
-	wantAll(t, tf, breaker.StateClosed)
-
-	trip := stale
-	trip.Epoch = cur.Epoch + 1
-	_ = ns.Notify(context.Background(), "partner", trip)
-	wantAll(t, tf, breaker.StateOpen)
-	tf.clk.Advance(50 * time.Millisecond)
-	tf.fleets[1].Resync()
-	if st := tf.bs[1].State(); st != breaker.StateOpen {
-		t.Fatalf("within OpTimeout the notice holds: state %v, want open", st)
-	}
-	tf.clk.Advance(60 * time.Millisecond)
-	tf.fleets[1].Resync()
-	if st := tf.bs[1].State(); st != breaker.StateClosed {
-		sh, rev := tf.fleets[1].Shared()
-		t.Fatalf("after OpTimeout the stored (closed) state wins: state %v, want closed (%+v %v %+v)", st, sh, rev, tf.fleets[1].Stats())
-	}
-
-	// A close notice applies only to a fleet known half-open.
-	closing := cur
-	closing.State, closing.By, closing.Epoch = breaker.StateClosed, "x", cur.Epoch+2
-	_ = ns.Notify(context.Background(), "partner", closing)
-	if n := tf.fleets[1].Stats().NoticesApplied; n != 1 {
-		t.Fatalf("%d notices applied, want 1 (the trip; not the stale one, not a close of a closed fleet)", n)
-	}
-}
-
-// TestFleetCloseNoticeBeatsTheStore: the replica whose probes close the
-// fleet tells the others at once; without notices they stay half-open
-// until the store's watch delivers.
-func TestFleetCloseNoticeBeatsTheStore(t *testing.T) {
-	for _, notices := range []bool{false, true} {
-		tf, ns := newNoticeFleet(t, 3, notices)
-		tf.trip(t, 0)
-		tf.clk.Advance(time.Second)
-		for _, b := range tf.bs {
-			b.State() // leave open: half-open
-		}
-		for i := range 3 {
-			p, err := tf.bs[0].Allow()
-			if err != nil {
-				t.Fatalf("probe: %v", err)
-			}
-			if i == 2 {
-				ns.hold = true // the close is in flight
-			}
-			p.Record(breaker.OutcomeSuccess, time.Millisecond)
-		}
-		if st := tf.bs[0].State(); st != breaker.StateClosed {
-			t.Fatalf("prober: %v after 3 good probes, want closed", st)
-		}
-		want := breaker.StateHalfOpen
-		if notices {
-			want = breaker.StateClosed
-		}
-		for i, b := range tf.bs[1:] {
-			if st := b.State(); st != want {
-				t.Fatalf("notices %v: replica %d before the watch: %v, want %v", notices, i+1, st, want)
-			}
-		}
-		ns.release()
-		wantAll(t, tf, breaker.StateClosed)
-	}
 }

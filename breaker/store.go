@@ -106,37 +106,3 @@ type Store interface {
 	// lease that expired and was taken again is left alone).
 	ReleaseProbe(ctx context.Context, lease ProbeLease) error
 }
-
-// Notifier is an optional interface of a [Store]: a fast, best-effort
-// broadcast of a trip or a close to the other replicas of a fleet, ahead
-// of its compare-and-swap. On a replicated store the compare-and-swap
-// commits only after a consensus round (milliseconds, more on a loaded
-// host); until the others learn of a trip they keep admitting on their
-// closed paths, and until they learn of a close the replica that closed
-// first has the partner to itself and fills it (its window then sees the
-// successes, the others the failures, and the fleet trips later than one
-// breaker would). A notice reaches them in about one network hop.
-//
-// A [Fleet] whose store implements Notifier sends a notice for every trip
-// and every close by good probes it is about to publish (not for an
-// operator's commands), and applies the notices of the other replicas at
-// once: a trip opens the replica until the notice's OpenUntil; a close
-// closes a replica that knows the fleet half-open. The shared state the
-// store then delivers (the same transition, or the one that won the race)
-// replaces it. A notice never counts as the shared state: one whose
-// transition does not reach the store within [FleetConfig.OpTimeout] is
-// overruled by the stored state at the next resync.
-//
-// Notices only cut the delay: a store without them (or a lost notice)
-// still converges through Watch.
-type Notifier interface {
-	// Notify broadcasts st, a trip or a close about to be written for
-	// name, to the replicas subscribed with SubscribeNotices. It is fire
-	// and forget: it must not wait for the receivers, nor block for long.
-	Notify(ctx context.Context, name string, st SharedState) error
-
-	// SubscribeNotices starts delivering name's notices (including this
-	// process's own) to fn until ctx is done, and returns once subscribed.
-	// fn must not block for long.
-	SubscribeNotices(ctx context.Context, name string, fn func(st SharedState)) error
-}

@@ -19,16 +19,6 @@
 // one revision per key (History 1) and enables per-key TTLs
 // (LimitMarkerTTL).
 //
-// # Notices
-//
-// The Store is also a [breaker.Notifier]: a replica about to publish a trip
-// or a close by good probes first sends the state as a core NATS message
-// (no persistence, no ack) on "floodgate.notice.<bucket>.N", and the other
-// replicas apply it on receipt, one network hop after it happened instead
-// of after the bucket's commit (a consensus round with 3 replicas). The
-// stored state replaces it when the watch delivers it.
-// [Config.NoNotices] turns them off.
-//
 // # Production
 //
 // On a NATS cluster create the bucket with [Config.Replicas] = 3, so the

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/floodgate-go/floodgate/breaker"
@@ -41,14 +40,6 @@ type Config struct {
 	// it (for tools such as "floodgate status" that must not change it).
 	// Optional. Default false.
 	Bind bool
-
-	// NoNotices turns off the trip notices ([breaker.Notifier]): core NATS
-	// messages on subject "floodgate.notice.<bucket>.<name>" that tell the
-	// other replicas of a trip ahead of its compare-and-swap. Without them
-	// replicas learn of a trip only through the KV watch, after the
-	// bucket's commit (a consensus round on a replicated bucket). Optional.
-	// Default false (notices on).
-	NoNotices bool
 }
 
 func (c *Config) setDefaults() {
@@ -85,16 +76,11 @@ var validToken = regexp.MustCompile(`^[-_=A-Za-z0-9]+$`)
 // concurrent use. It holds no connection of its own: it works as long as
 // the JetStream context's connection does.
 type Store struct {
-	js        jetstream.JetStream
-	kv        jetstream.KeyValue
-	bucket    string
-	noNotices bool
+	js jetstream.JetStream
+	kv jetstream.KeyValue
 }
 
-var (
-	_ breaker.Store    = (*Store)(nil)
-	_ breaker.Notifier = (*Store)(nil)
-)
+var _ breaker.Store = (*Store)(nil)
 
 // New creates (or updates, or with [Config.Bind] only binds) the bucket and
 // returns a Store on it. It returns an error wrapping [ErrInvalidConfig],
@@ -121,7 +107,7 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error
 	if err != nil {
 		return nil, fmt.Errorf("natskv: bucket %s: %w", cfg.Bucket, err)
 	}
-	return &Store{js: js, kv: kv, bucket: cfg.Bucket, noNotices: cfg.NoNotices}, nil
+	return &Store{js: js, kv: kv}, nil
 }
 
 func stateKey(name string) (string, error) {
@@ -244,56 +230,6 @@ func (s *Store) Watch(ctx context.Context, name string, fn func(breaker.SharedSt
 			}
 		}
 	}()
-	return nil
-}
-
-// NoticePrefix starts the subject of the trip notices:
-// NoticePrefix + "." + bucket + "." + name.
-const NoticePrefix = "floodgate.notice"
-
-func (s *Store) noticeSubject(name string) string { return NoticePrefix + "." + s.bucket + "." + name }
-
-// Notify implements [breaker.Notifier]: a core NATS publish (no ack, no
-// persistence) of st as JSON. It returns nil without sending when
-// [Config.NoNotices] is set, an error wrapping [ErrInvalidName] for a bad
-// name, or the connection's error.
-func (s *Store) Notify(_ context.Context, name string, st breaker.SharedState) error {
-	if _, err := stateKey(name); err != nil {
-		return err
-	}
-	if s.noNotices {
-		return nil
-	}
-	val, err := json.Marshal(st)
-	if err != nil {
-		return fmt.Errorf("natskv: encode: %w", err)
-	}
-	if err := s.js.Conn().Publish(s.noticeSubject(name), val); err != nil {
-		return fmt.Errorf("natskv: notice %s: %w", name, err)
-	}
-	return nil
-}
-
-// SubscribeNotices implements [breaker.Notifier] with a core NATS
-// subscription, ended when ctx is done. Undecodable notices are dropped.
-// With [Config.NoNotices] it subscribes to nothing and returns nil.
-func (s *Store) SubscribeNotices(ctx context.Context, name string, fn func(breaker.SharedState)) error {
-	if _, err := stateKey(name); err != nil {
-		return err
-	}
-	if s.noNotices {
-		return nil
-	}
-	sub, err := s.js.Conn().Subscribe(s.noticeSubject(name), func(m *nats.Msg) {
-		var st breaker.SharedState
-		if json.Unmarshal(m.Data, &st) == nil {
-			fn(st)
-		}
-	})
-	if err != nil {
-		return fmt.Errorf("natskv: notices %s: %w", name, err)
-	}
-	context.AfterFunc(ctx, func() { _ = sub.Unsubscribe() })
 	return nil
 }
 

@@ -18,7 +18,5 @@
 // TestPartnerOutage logs where the partner's errors after recovery come
 // from (the wave that trips, calls admitted after another replica tripped,
 // probes) and how fast each trip reached every replica. Set
-// FLOODGATE_FLEET_TIMELINE=1 to print every request around each trip, and
-// FLOODGATE_FLEET_NO_NOTICES=1 to run the replicas without trip and close
-// notices (breaker.Notifier), for comparison.
+// FLOODGATE_FLEET_TIMELINE=1 to print every request around each trip.
 package fleet

@@ -147,13 +147,13 @@ func TestPartnerOutage(t *testing.T) {
 	checkFleet(t, fleet)
 	// Per trip the fleet costs what one breaker costs: the calls started
 	// within one partner latency before the trip fail wherever they were
-	// admitted, and a trip or close reaches the other replicas by notice
-	// within a few milliseconds (see the per-phase lines above, and
+	// admitted, and a trip or close reaches the other replicas through the
+	// KV watch within milliseconds (see the per-phase lines above, and
 	// docs/fleet.md, "Errors after recovery"). One run's count varies with
 	// the number of re-trips that fit in the fragile phase (a trip late in
 	// it costs 5 errors, a full one 12-19) and with which replica the
-	// partner's capacity serves first: over 21 paired runs the fleet made
-	// 20-38 errors (mean 31.9), one replica 25-47 (mean 35.4), the fleet
+	// partner's capacity serves first: over 29 paired runs the fleet made
+	// 20-38 errors (mean 31.8), one replica 25-47 (mean 35.6), the fleet
 	// more than one replica in 3 of them. A strict per-run "<=" is
 	// therefore likely, not a property; the bound allows the run-to-run
 	// spread (sd about 4-5 each) above one replica's count.
@@ -170,8 +170,8 @@ func checkFleet(t *testing.T, fleet outageResult) {
 	if fleet.maxProbes < 1 {
 		t.Errorf("fleet: no probe seen")
 	}
-	// A close reaches the others by notice (milliseconds), at the latest
-	// through the watch or the resync (ResyncInterval 250ms).
+	// A close reaches the others through the watch (milliseconds), at the
+	// latest at the resync (ResyncInterval 250ms).
 	if fleet.closeSpread > 250*time.Millisecond {
 		t.Errorf("fleet: replicas closed %v apart, want <= 250ms", fleet.closeSpread)
 	}

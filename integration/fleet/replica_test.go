@@ -32,10 +32,6 @@ import (
 // the JSON replicaConfig.
 const envReplica = "FLOODGATE_FLEET_REPLICA"
 
-// envNoNotices, when set, turns off the replicas' trip and close notices
-// (natskv.Config.NoNotices): for measuring what they change.
-const envNoNotices = "FLOODGATE_FLEET_NO_NOTICES"
-
 // replicaConfig configures one replica process.
 type replicaConfig struct {
 	URLs      string // NATS server list
@@ -91,16 +87,6 @@ func (s *switchStore) ReleaseProbe(ctx context.Context, l breaker.ProbeLease) er
 	return s.cur.Load().ReleaseProbe(ctx, l)
 }
 
-// Notify and SubscribeNotices pass the trip and close notices through
-// (breaker.Notifier); NoNotices in the environment turns them off, to
-// measure what they change.
-func (s *switchStore) Notify(ctx context.Context, n string, st breaker.SharedState) error {
-	return s.cur.Load().Notify(ctx, n, st)
-}
-func (s *switchStore) SubscribeNotices(ctx context.Context, n string, fn func(breaker.SharedState)) error {
-	return s.cur.Load().SubscribeNotices(ctx, n, fn)
-}
-
 const breakerName = "partner"
 
 func connect(urls, name string) (*nats.Conn, error) {
@@ -118,7 +104,7 @@ func kvStore(ctx context.Context, urls, bucket, name string) (*nats.Conn, *natsk
 		nc.Close()
 		return nil, nil, err
 	}
-	s, err := natskv.New(ctx, js, natskv.Config{Bucket: bucket, Bind: true, NoNotices: os.Getenv(envNoNotices) != ""})
+	s, err := natskv.New(ctx, js, natskv.Config{Bucket: bucket, Bind: true})
 	if err != nil {
 		nc.Close()
 		return nil, nil, err
