@@ -36,7 +36,9 @@ type FleetConfig struct {
 	Store Store
 
 	// Replica names this process in the shared state and its probe leases
-	// (for operators). Optional. Default a random name "replica-xxxxxxxx".
+	// (for operators); give every replica its own (a pod name, or host and
+	// process id, not a bare host name two replicas may share). Optional.
+	// Default a random name "replica-xxxxxxxx".
 	Replica string
 
 	// ProbeLeaseTTL is how long a probe slot stays held without being
