@@ -125,7 +125,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 			LabelOutcome),
 		diverted: counter(NameDiverted, "Messages diverted to the retry queue by reason: open, probe-limit, ramp, failure, ordering.",
 			LabelReason),
-		dead: counter(NameDeadLettered, "Messages the middleware dead-lettered by reason: permanent, malformed, other.",
+		dead: counter(NameDeadLettered, "Messages the middleware dead-lettered by reason: permanent, malformed, max-attempts, max-age, other.",
 			LabelReason),
 		transitions: counter(NameTransitions, "Breaker state transitions by from and to state.",
 			LabelFrom, LabelTo),
@@ -157,7 +157,8 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	for _, r := range []retryqueue.Reason{retryqueue.ReasonOpen, retryqueue.ReasonProbeLimit, retryqueue.ReasonRamp, retryqueue.ReasonFailure, retryqueue.ReasonOrdering} {
 		m.diverted.WithLabelValues(string(r))
 	}
-	for _, r := range []string{retryqueue.DeadReasonPermanent, retryqueue.DeadReasonMalformed} {
+	for _, r := range []string{retryqueue.DeadReasonPermanent, retryqueue.DeadReasonMalformed,
+		retryqueue.DeadReasonMaxAttempts, retryqueue.DeadReasonMaxAge} {
 		m.dead.WithLabelValues(r)
 	}
 	if err := reg.Register(m); err != nil {
