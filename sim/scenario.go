@@ -215,9 +215,9 @@ type Scenario struct {
 	// FixedOpenWindow is optional. When true every strategy opens for
 	// exactly OpenWindow, unjittered, at every trip, as the
 	// probing-strategies note's code does (reopen_at = now + open_for), and
-	// MaxOpenWindow must be OpenWindow (or 0). Default false: floodgate's default, a window
-	// doubling from OpenWindow up to MaxOpenWindow, jittered by ±20 %. Eager's
-	// window is fixed either way.
+	// MaxOpenWindow must be OpenWindow (or 0). Default false: floodgate's
+	// default, a window doubling from OpenWindow up to MaxOpenWindow,
+	// jittered by ±20 %. Eager's window is fixed either way.
 	FixedOpenWindow bool
 
 	// TripWindow is optional: when > 0, every strategy judges its failure and
