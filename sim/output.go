@@ -53,19 +53,34 @@ func (s Scenario) Describe() string {
 		}
 	}
 	fmt.Fprintf(&b, "; recovery at %s", FormatDuration(s.RecoverAt))
+	for _, x := range s.Settings() {
+		b.WriteString("; " + x)
+	}
+	return b.String()
+}
+
+// Settings describes, one phrase each, the settings of the scenario that
+// shape every strategy's breaker and drain: the retry backlog, the health
+// check, the open window, the slow-call threshold when it is not the
+// default, and the trip window when it is not the breaker's default.
+// Defaults are applied to a copy of s. [Scenario.Describe] and the plots
+// print them.
+func (s Scenario) Settings() []string {
+	s.setDefaults()
+	var out []string
 	if s.Backlog {
-		fmt.Fprintf(&b, "; retry backlog drained at %g calls/s once closed (eager: all at once)", s.DrainRate)
+		out = append(out, fmt.Sprintf("retry backlog drained at %g calls/s once closed (eager: all at once)", s.DrainRate))
 	}
 	if s.HealthCheck {
-		b.WriteString("; health check every 1s while open (not eager)")
+		out = append(out, "health check every 1s while open (not eager)")
 	}
 	if s.FixedOpenWindow {
-		fmt.Fprintf(&b, "; fixed %s open window", FormatDuration(s.OpenWindow))
+		out = append(out, fmt.Sprintf("fixed %s open window", FormatDuration(s.OpenWindow)))
 	} else {
-		fmt.Fprintf(&b, "; open window %s doubling to %s (eager: fixed %[1]s)", FormatDuration(s.OpenWindow), FormatDuration(s.MaxOpenWindow))
+		out = append(out, fmt.Sprintf("open window %s doubling to %s (eager: fixed %[1]s)", FormatDuration(s.OpenWindow), FormatDuration(s.MaxOpenWindow)))
 	}
 	if s.SlowCallDuration != defaultSlowCallDuration {
-		fmt.Fprintf(&b, "; slow call > %s", FormatDuration(s.SlowCallDuration))
+		out = append(out, fmt.Sprintf("slow call > %s", FormatDuration(s.SlowCallDuration)))
 	}
 	if s.TripWindow > 0 || s.TripMinCalls > 0 {
 		window := "the last 20 calls"
@@ -78,9 +93,9 @@ func (s Scenario) Describe() string {
 		if minCalls == 0 {
 			minCalls = 10
 		}
-		fmt.Fprintf(&b, "; trips over %s (at least %d %s)", window, minCalls, plural(minCalls, "call", "calls"))
+		out = append(out, fmt.Sprintf("trips over %s (at least %d %s)", window, minCalls, plural(minCalls, "call", "calls")))
 	}
-	return b.String()
+	return out
 }
 
 // plural returns one when n is 1, else many.

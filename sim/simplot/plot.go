@@ -279,26 +279,11 @@ func describe(sc sim.Scenario) []string {
 		}
 		ph = append(ph, s)
 	}
-	last := fmt.Sprintf("slow call > %s; open window %s doubling to %s (eager: fixed %s)",
-		sim.FormatDuration(sc.SlowCallDuration), sim.FormatDuration(sc.OpenWindow),
-		sim.FormatDuration(sc.MaxOpenWindow), sim.FormatDuration(sc.OpenWindow))
-	if sc.FixedOpenWindow {
-		last = fmt.Sprintf("slow call > %s; fixed %s open window",
-			sim.FormatDuration(sc.SlowCallDuration), sim.FormatDuration(sc.OpenWindow))
-	}
-	switch {
-	case sc.TripWindow > 0 && sc.TripMinCalls > 0:
-		last += fmt.Sprintf("; trips over the last %s (at least %d calls)", sim.FormatDuration(sc.TripWindow), sc.TripMinCalls)
-	case sc.TripWindow > 0:
-		last += fmt.Sprintf("; trips over the last %s", sim.FormatDuration(sc.TripWindow))
-	case sc.TripMinCalls > 0:
-		last += fmt.Sprintf("; trips over the last %d calls (at least %d)", max(20, sc.TripMinCalls), sc.TripMinCalls)
-	}
-	if sc.HealthCheck {
-		last += "; health check every 1s while open (not eager)"
-	}
-	if sc.Backlog {
-		last += fmt.Sprintf("; retry backlog drained at %g calls/s once closed (eager: all at once)", sc.DrainRate)
+	last := fmt.Sprintf("slow call > %s", sim.FormatDuration(sc.SlowCallDuration))
+	for _, x := range sc.Settings() {
+		if !strings.HasPrefix(x, "slow call") {
+			last += "; " + x
+		}
 	}
 	return []string{
 		fmt.Sprintf("scenario %s: %g calls/s offered (%s arrivals), seed %d", name, sc.Rate, sc.Arrivals, sc.Seed),
