@@ -338,9 +338,9 @@ func TestDrainSurvivesServerRestart(t *testing.T) {
 		Handler: func(m *message.Message) ([]*message.Message, error) {
 			mu.Lock()
 			seen[m.UUID]++
-			n := len(seen)
+			n, times := len(seen), seen[m.UUID]
 			mu.Unlock()
-			if n == 30 && seen[m.UUID] == 1 {
+			if n == 30 && times == 1 {
 				srv.Stop() // this message's ack and its batch's fail
 				close(stopped)
 			}
