@@ -30,13 +30,16 @@ func newFloodgateT(b testing.TB) *breaker.Breaker {
 
 // closedFloodgate admits and records a success with its latency, at times
 // the caller read (as the middleware does: it reads the clock for the
-// handler's deadline and after the handler returns).
-func closedFloodgate(b *testing.B, cb *breaker.Breaker, t0, t1 time.Time) {
+// handler's deadline and after the handler returns). It reports a
+// rejection with b.Error (safe in RunParallel workers) and returns false.
+func closedFloodgate(b *testing.B, cb *breaker.Breaker, t0, t1 time.Time) bool {
 	p, err := cb.AllowAt(t0)
 	if err != nil {
-		b.Fatal(err)
+		b.Error(err)
+		return false
 	}
 	p.DoneAt(t1, nil)
+	return true
 }
 
 func BenchmarkClosedPath(b *testing.B) {
@@ -46,7 +49,9 @@ func BenchmarkClosedPath(b *testing.B) {
 		cb := newFloodgate(b)
 		b.ReportAllocs()
 		for b.Loop() {
-			closedFloodgate(b, cb, t0, t1)
+			if !closedFloodgate(b, cb, t0, t1) {
+				return
+			}
 		}
 	})
 	b.Run("floodgate-wallclock", func(b *testing.B) {
@@ -91,7 +96,9 @@ func BenchmarkClosedPathParallel(b *testing.B) {
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
-				closedFloodgate(b, cb, t0, t1)
+				if !closedFloodgate(b, cb, t0, t1) {
+					return
+				}
 			}
 		})
 	})
@@ -102,7 +109,8 @@ func BenchmarkClosedPathParallel(b *testing.B) {
 			for pb.Next() {
 				p, err := cb.Allow()
 				if err != nil {
-					b.Fatal(err)
+					b.Error(err)
+					return
 				}
 				p.Done(nil)
 			}
@@ -115,7 +123,8 @@ func BenchmarkClosedPathParallel(b *testing.B) {
 			for pb.Next() {
 				done, err := cb.Allow()
 				if err != nil {
-					b.Fatal(err)
+					b.Error(err)
+					return
 				}
 				done(nil)
 			}
@@ -127,7 +136,8 @@ func BenchmarkClosedPathParallel(b *testing.B) {
 		b.RunParallel(func(pb *testing.PB) {
 			for pb.Next() {
 				if !cb.TryAcquirePermit() {
-					b.Fatal("rejected")
+					b.Error("rejected")
+					return
 				}
 				cb.RecordSuccess()
 			}

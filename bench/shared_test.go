@@ -76,7 +76,9 @@ func BenchmarkClosedPathShared(b *testing.B) {
 			}
 			b.ReportAllocs()
 			for b.Loop() {
-				closedFloodgate(b, cb, t0, t1)
+				if !closedFloodgate(b, cb, t0, t1) {
+					return
+				}
 			}
 		})
 	}
@@ -95,7 +97,9 @@ func BenchmarkClosedPathSharedParallel(b *testing.B) {
 			b.ReportAllocs()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
-					closedFloodgate(b, cb, t0, t1)
+					if !closedFloodgate(b, cb, t0, t1) {
+						return
+					}
 				}
 			})
 		})

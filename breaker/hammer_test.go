@@ -90,12 +90,20 @@ func TestHammer(t *testing.T) {
 					b.ForceClose()
 				}
 				advance(20 * time.Millisecond)
-				waitFor(&attempts, 60) // let the workers run between clock moves
+				if !waitFor(&attempts, 60) { // let the workers run between clock moves
+					stop.Store(true)
+					wg.Wait()
+					t.Fatal("the workers stopped")
+				}
 			}
 			failing.Store(false)
 			for range 2000 { // healthy: it must settle closed
 				advance(20 * time.Millisecond)
-				waitFor(&attempts, 60)
+				if !waitFor(&attempts, 60) {
+					stop.Store(true)
+					wg.Wait()
+					t.Fatal("the workers stopped")
+				}
 				if b.StateAt(clk.Now()) == breaker.StateClosed && b.SnapshotAt(clk.Now()).ConsecutiveTrips == 0 {
 					break
 				}
@@ -125,9 +133,15 @@ func TestHammer(t *testing.T) {
 	}
 }
 
-// waitFor yields until n grows by at least d.
-func waitFor(n *atomic.Int64, d int64) {
+// waitFor yields until n grows by at least d. It returns false if n stops
+// growing for 10s (the workers returned after an error).
+func waitFor(n *atomic.Int64, d int64) bool {
+	deadline := time.Now().Add(10 * time.Second)
 	for start := n.Load(); n.Load()-start < d; {
+		if time.Now().After(deadline) {
+			return false
+		}
 		runtime.Gosched()
 	}
+	return true
 }

@@ -58,35 +58,38 @@ func TestDrainRateSeeksCapacity(t *testing.T) {
 	})
 	var peak float64
 	var rates []float64
+	// Count unique deliveries: an unconfirmed diversion or ack can deliver
+	// a message twice, and a handler may still run for a queued copy.
+	unique := func() int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		seen := map[string]bool{}
+		for _, id := range p.delivered {
+			seen[id] = true
+		}
+		return len(seen)
+	}
 	natstest.Eventually(t, 30*time.Second, func() bool {
 		r := d.Rate()
 		peak = max(peak, r)
 		rates = append(rates, r)
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		return len(p.delivered) == n
+		return unique() == n
 	}, "all delivered")
-	t.Logf("peak rate %.0f/s, final %.0f/s, backoffs %d, partner failures %d, stats %+v", peak, d.Rate(), d.Stats().Backoffs, p.failed, d.Stats())
+	p.mu.Lock()
+	failed := p.failed
+	p.mu.Unlock()
+	t.Logf("peak rate %.0f/s, final %.0f/s, backoffs %d, partner failures %d, stats %+v", peak, d.Rate(), d.Stats().Backoffs, failed, d.Stats())
 	if peak < capacity*0.8 {
 		t.Errorf("peak drain rate %.0f/s never came near the capacity %v/s", peak, capacity)
 	}
 	if d.Stats().Backoffs == 0 || d.Stats().Failures == 0 {
-		t.Errorf("no backoff seen (stats %+v) although the partner failed %d calls", d.Stats(), p.failed)
+		t.Errorf("no backoff seen (stats %+v) although the partner failed %d calls", d.Stats(), failed)
 	}
 	if peak > capacity*3 {
 		t.Errorf("peak drain rate %.0f/s: far beyond the capacity %v/s", peak, capacity)
 	}
-	if p.failed > n/2 {
-		t.Errorf("%d failed calls for %d messages: the drain kept overloading the partner", p.failed, n)
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	seen := map[string]bool{}
-	for _, id := range p.delivered {
-		seen[id] = true
-	}
-	if len(seen) != n {
-		t.Fatalf("%d unique delivered, want %d", len(seen), n)
+	if failed > n/2 {
+		t.Errorf("%d failed calls for %d messages: the drain kept overloading the partner", failed, n)
 	}
 }
 
@@ -231,7 +234,12 @@ func TestStatus(t *testing.T) {
 	if err != nil || s.Paused || s.DrainedPerSec < 20 || s.DrainedPerSec > 60 || s.ETA <= 0 || s.ETA > 3*time.Second {
 		t.Fatalf("draining status = %+v, %v; want ~40/s and ETA ~0.75s", s, err)
 	}
-	natstest.Eventually(t, 10*time.Second, func() bool { s, _ = d.Status(context.Background()); return s.Backlog == 0 }, "drained")
+	// Drained counts a message once its ack is confirmed, which can be
+	// just after the server reports the backlog empty.
+	natstest.Eventually(t, 10*time.Second, func() bool {
+		s, _ = d.Status(context.Background())
+		return s.Backlog == 0 && s.Drained >= 60
+	}, "drained")
 	if s.ETA != 0 || s.Drained != 60 {
 		t.Fatalf("final status = %+v", s)
 	}

@@ -95,7 +95,7 @@ func TestDrainOnlyWhileGateAdmits(t *testing.T) {
 	ids := seed(t, e, 20)
 	g := &gate{}
 	rec := &recorder{}
-	d := startDrainer(t, e, retryqueue.DrainerConfig{Handler: rec.handler(nil), Gate: g, Rate: 1000, Burst: 5, PollInterval: 20 * time.Millisecond})
+	d := startDrainer(t, e, retryqueue.DrainerConfig{Handler: rec.handler(nil), Gate: g, Rate: 1000, Burst: 5, MaxInFlight: 5, PollInterval: 20 * time.Millisecond})
 
 	natstest.Eventually(t, 5*time.Second, func() bool { return d.Stats().GateClosed >= 5 }, "drainer polled the closed gate")
 	if s := d.Stats(); s.Fetched != 0 || rec.count() != 0 {
@@ -127,7 +127,7 @@ func TestDrainOnlyWhileGateAdmits(t *testing.T) {
 		}
 	}
 	if rec.peak > 5 {
-		t.Errorf("peak concurrency %d > burst 5", rec.peak)
+		t.Errorf("peak concurrency %d > MaxInFlight 5", rec.peak)
 	}
 }
 
@@ -193,6 +193,11 @@ func TestDrainAcksOnlyAfterHandlerSucceeded(t *testing.T) {
 		},
 		Gate: g, NakDelay: func(uint64) time.Duration { return 50 * time.Millisecond }, PollInterval: 10 * time.Millisecond,
 	})
+	// On a failure below, release the handler before the drainer's cleanup
+	// waits for it (cleanups run last in, first out).
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
 	natstest.Eventually(t, 10*time.Second, func() bool { return calls.Load() == 2 }, "redelivered after the handler error")
 	// The second delivery is in the handler: the message is still stored and
 	// ack-pending.
@@ -210,7 +215,7 @@ func TestDrainAcksOnlyAfterHandlerSucceeded(t *testing.T) {
 	if s := d.Stats(); s.Redelivered != 1 || s.Drained != 0 {
 		t.Fatalf("stats %+v, want 1 redelivered, 0 drained", s)
 	}
-	close(release)
+	unblock()
 	natstest.Eventually(t, 5*time.Second, func() bool { return d.Stats().Drained == 1 }, "acked after success")
 	natstest.Eventually(t, 5*time.Second, func() bool { return streamCount(t, e.js, e.q.RetryTopic()) == 0 }, "removed from the retry stream")
 }
@@ -222,18 +227,21 @@ func TestDrainRespectsNotBefore(t *testing.T) {
 	e := newEnv(t, natstest.URL(t), func(c *retryqueue.Config) {
 		c.Backoff = func(int) time.Duration { return backoff }
 	})
-	diverted := time.Now()
-	if err := e.q.Divert(context.Background(), message.NewMessage("later", nil), retryqueue.ReasonFailure, errors.New("HTTP 503")); err != nil {
-		t.Fatal(err)
-	}
+	// The drainer and its consumer are ready (gate closed) before the
+	// diversion, so its first fetch comes well before not_before.
 	g := &gate{}
-	g.budget.Store(1 << 30)
 	rec := &recorder{}
 	var attempt atomic.Value
 	d := startDrainer(t, e, retryqueue.DrainerConfig{Handler: rec.handler(func(m *message.Message) error {
 		attempt.Store(m.Metadata.Get(retryqueue.MetaAttempt))
 		return nil
 	}), Gate: g, PollInterval: 10 * time.Millisecond})
+	diverted := time.Now()
+	if err := e.q.Divert(context.Background(), message.NewMessage("later", nil), retryqueue.ReasonFailure, errors.New("HTTP 503")); err != nil {
+		t.Fatal(err)
+	}
+	g.budget.Store(1 << 30)
+	d.Wake()
 	natstest.Eventually(t, 10*time.Second, func() bool { return d.Stats().Drained == 1 }, "drained after not_before")
 	rec.mu.Lock()
 	defer rec.mu.Unlock()

@@ -89,13 +89,16 @@ func (p *partner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	n := p.inflight.Add(1)
 	defer p.inflight.Add(-1)
 	time.Sleep(p.latency)
+	// recover sets recovered before it clears down: read recovered first,
+	// so an outage error is never counted as one after recovery.
+	after := p.recovered.Load()
 	fail := p.down.Load() || (p.limit.Load() > 0 && n > p.limit.Load())
 	p.mu.Lock()
-	p.reqs = append(p.reqs, request{start: start, end: time.Now(), replica: r.Header.Get("X-Replica"), probe: probe, drained: r.Header.Get("X-Drained") != "", failed: fail, afterRecovered: p.recovered.Load()})
+	p.reqs = append(p.reqs, request{start: start, end: time.Now(), replica: r.Header.Get("X-Replica"), probe: probe, drained: r.Header.Get("X-Drained") != "", failed: fail, afterRecovered: after})
 	p.mu.Unlock()
 	if fail {
 		p.errs.Add(1)
-		if p.recovered.Load() {
+		if after {
 			p.errsAfter.Add(1)
 		}
 		w.WriteHeader(http.StatusServiceUnavailable)
