@@ -8,7 +8,9 @@ type Action int
 const (
 	// Delivered: the handler succeeded; the router acks the message.
 	Delivered Action = iota + 1
-	// Diverted: the message is durably in the retry queue.
+	// Diverted: the message is durably in the retry queue. For a message
+	// the drainer handed over and the breaker turned away, it stays where
+	// it was in the backlog (see [retryqueue.Queue.Divert]).
 	Diverted
 	// DeadLettered: the message is durably in the dead-letter stream.
 	DeadLettered

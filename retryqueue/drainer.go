@@ -41,7 +41,10 @@ type DrainerConfig struct {
 	// middleware-wrapped delivery). Returning nil means the message's
 	// outcome is durable (delivered, diverted again, or dead-lettered) and
 	// the drainer acks it; an error makes the drainer nak it with a delay,
-	// so JetStream redelivers it. Messages it returns are ignored.
+	// so JetStream redelivers it. A message the handler diverts for a
+	// reason other than [ReasonFailure] (the breaker turned it away) is
+	// not acked but left in the backlog (see [Queue.Divert]). Messages it
+	// returns are ignored.
 	// Required.
 	Handler message.HandlerFunc
 	// Gate says how many messages the breaker admits now; the drainer
@@ -819,6 +822,17 @@ func (d *Drainer) handle(ctx context.Context, it item) {
 	latency := time.Since(start)
 	d.inflight.Delete(wm.UUID)
 	what, reason := s.get()
+	if err == nil && what == outcomeDeferred {
+		// Turned away by the breaker (open, probe slots taken, ramp): not a
+		// partner outcome and no attempt. It stays in the stream and comes
+		// back after a poll interval.
+		if it.key != "" {
+			d.deferKeyed(it, d.cfg.PollInterval)
+		} else {
+			d.deferMsg(it, d.cfg.PollInterval)
+		}
+		return
+	}
 	if err == nil {
 		switch {
 		case what == outcomeNone:

@@ -101,6 +101,7 @@ const (
 	outcomeNone     outcome = iota // delivered (or the handler did not use the queue)
 	outcomeDiverted                // diverted again, see slot.reason
 	outcomeDead                    // dead-lettered
+	outcomeDeferred                // turned away by the breaker: back to the backlog in place
 )
 
 // slot carries the queue's outcome for one drained message back to the

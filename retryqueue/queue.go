@@ -90,6 +90,14 @@ func (q *Queue) Stats() QueueStats {
 // [Config.MaxAge] has passed since the first diversion ([DeadReasonMaxAge]).
 // Either way a nil error means a durable copy exists.
 //
+// A message a [Drainer] handed over (ctx is its context, see [FromDrain])
+// and diverted for a reason other than [ReasonFailure] (the breaker turned
+// it away: open, probe slots taken, ramp) is not published again: Divert
+// returns nil and the drainer leaves it in place in the backlog, nakked
+// with a delay of [DrainerConfig.PollInterval] and counted as Deferred,
+// with no attempt counted. So a drain that races the breaker neither
+// copies nor reorders the backlog.
+//
 // The publish uses its own timeout, [Config.PublishTimeout], on a context
 // detached from ctx's cancellation (ctx may be a handler's cancelled
 // context; its values are kept). If the publish is not confirmed it returns
@@ -146,6 +154,13 @@ func (q *Queue) Route(ctx context.Context, msg *message.Message, reason Reason, 
 		return DeadReasonMaxAttempts, q.deadLetter(ctx, c, DeadReasonMaxAttempts, lastErr)
 	case now.Sub(first) >= q.cfg.MaxAge:
 		return DeadReasonMaxAge, q.deadLetter(ctx, c, DeadReasonMaxAge, lastErr)
+	}
+	if s := slotFrom(ctx); s != nil && reason != ReasonFailure {
+		// A drained message the breaker turned away: the drainer leaves
+		// it where it is in the backlog (a delayed nak), so the drain
+		// publishes no copy and keeps the backlog's order.
+		s.set(outcomeDeferred, reason)
+		return "", nil
 	}
 	appendHistory(c, entry, q.cfg.MaxHistory)
 	key := q.key(msg)
