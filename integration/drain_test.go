@@ -74,7 +74,7 @@ func TestOutageAndDrain(t *testing.T) {
 			return true
 		}
 		return false
-	}, "backlog drained (now %d)", backlog(c))
+	}, "backlog drained (now %d)", natstest.Now(func() any { return backlog(c) }))
 	// Live traffic goes on a little after the drain, then stops; every
 	// message must then arrive.
 	time.Sleep(time.Second)

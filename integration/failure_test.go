@@ -94,7 +94,7 @@ func fill(t *testing.T, ctx context.Context, url string, tp topics, p *partner, 
 	if err := prod.publish(ctx, n); err != nil {
 		t.Fatal(err)
 	}
-	natstest.Eventually(t, 30*time.Second, func() bool { return backlogOf() == n }, "all %d diverted (backlog %d)", n, backlogOf())
+	natstest.Eventually(t, 30*time.Second, func() bool { return backlogOf() == n }, "all %d diverted (backlog %d)", n, natstest.Now(func() any { return backlogOf() }))
 	return prod.published()
 }
 
@@ -198,7 +198,7 @@ func TestLowMaxAckPendingDivertsQuickly(t *testing.T) {
 	}
 	start := time.Now()
 	natstest.Eventually(t, 5*time.Second, func() bool { return c.events.diverted.Load() == n && backlog(c) == n },
-		"all %d diverted within 5s (diverted %d, backlog %d)", n, c.events.diverted.Load(), backlog(c))
+		"all %d diverted within 5s (diverted %d, backlog %d)", n, natstest.Now(func() any { return c.events.diverted.Load() }), natstest.Now(func() any { return backlog(c) }))
 	t.Logf("%d diverted %.2fs after publishing; partner saw %d requests", n, time.Since(start).Seconds(), p.as2.Stats().Requests)
 	if p.as2.Stats().Requests != 0 {
 		t.Fatalf("partner got %d requests while the breaker was forced open", p.as2.Stats().Requests)
@@ -229,7 +229,7 @@ func TestHalfOpenProbesFromBacklog(t *testing.T) {
 	natstest.Eventually(t, 10*time.Second, func() bool { _, ok := c.closedSince(up); return ok }, "breaker closed on backlog probes")
 	natstest.Eventually(t, 10*time.Second, func() bool { _, _, lost := p.tally(ids); return lost == 0 }, "backlog delivered")
 	natstest.Eventually(t, 5*time.Second, func() bool { return c.drainer.Stats().Drained >= 100 && backlog(c) == 0 },
-		"drained %d, want >= 100: the probes and the drain come from the backlog", c.drainer.Stats().Drained)
+		"drained %d, want >= 100: the probes and the drain come from the backlog", natstest.Now(func() any { return c.drainer.Stats().Drained }))
 	t.Logf("closed %.2fs after the partner came back; %d deliveries (live before: %d)", time.Since(up).Seconds(), c.events.delivered.Load(), live)
 }
 

@@ -106,7 +106,7 @@ func TestObserveLiveFailuresBackOff(t *testing.T) {
 	natstest.Eventually(t, 10*time.Second, func() bool {
 		d.Observe("live-"+fmt.Sprint(time.Now().UnixNano()), true, time.Millisecond)
 		return d.Rate() <= 10
-	}, "rate backed off under live failures, now %v", d.Rate())
+	}, "rate backed off under live failures, now %v", natstest.Now(func() any { return d.Rate() }))
 	if d.Stats().Backoffs < 3 {
 		t.Fatalf("backoffs = %d", d.Stats().Backoffs)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/internal/natstest"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
@@ -58,7 +59,7 @@ func runOutage(t *testing.T, n int, shared, killNode bool) outageResult {
 		reps = append(reps, e.startReplica(rc))
 	}
 	published := e.publish(total, 120)
-	eventually(t, 10*time.Second, func() bool { return p.unique() >= 60 }, "healthy phase: %d delivered", p.unique())
+	eventually(t, 10*time.Second, func() bool { return p.unique() >= 60 }, "healthy phase: %d delivered", natstest.Now(func() any { return p.unique() }))
 
 	var res outageResult
 	p.fail()
@@ -102,7 +103,7 @@ func runOutage(t *testing.T, n int, shared, killNode bool) outageResult {
 		t.Error("nothing queued when the partner recovered: the retry queue took nothing")
 	}
 	<-published
-	eventually(t, 60*time.Second, func() bool { return p.unique() == total }, "delivered %d of %d", p.unique(), total)
+	eventually(t, 60*time.Second, func() bool { return p.unique() == total }, "delivered %d of %d", natstest.Now(func() any { return p.unique() }), total)
 	defer e.trickle()()
 	eventually(t, 10*time.Second, func() bool {
 		for _, r := range reps {
@@ -237,7 +238,7 @@ func TestReplicaKilledHoldingProbe(t *testing.T) {
 	}
 	p.recover(0)
 	<-published
-	eventually(t, 40*time.Second, func() bool { return p.unique() == total }, "delivered %d of %d", p.unique(), total)
+	eventually(t, 40*time.Second, func() bool { return p.unique() == total }, "delivered %d of %d", natstest.Now(func() any { return p.unique() }), total)
 	defer e.trickle()()
 	for name, r := range reps {
 		if name == victim {
@@ -295,7 +296,7 @@ func TestKVCutOff(t *testing.T) {
 	c.send("rejoin")
 	eventually(t, 5*time.Second, func() bool { _, conn := c.status(); return conn }, "replica did not rejoin")
 	<-published
-	eventually(t, 40*time.Second, func() bool { return p.unique() == total }, "delivered %d of %d", p.unique(), total)
+	eventually(t, 40*time.Second, func() bool { return p.unique() == total }, "delivered %d of %d", natstest.Now(func() any { return p.unique() }), total)
 	defer e.trickle()()
 	for i, r := range reps {
 		eventually(t, 10*time.Second, func() bool { st, _ := r.status(); return st == breaker.StateClosed }, "replica %d not closed", i)

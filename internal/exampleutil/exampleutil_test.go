@@ -71,7 +71,7 @@ func TestGuardDivertsAndDrains(t *testing.T) {
 	natstest.Eventually(t, 10*time.Second, func() bool { return g.Backlog(ctx) == 1 }, "backlog never reached 1")
 	b.ForceClose()
 	natstest.Eventually(t, 10*time.Second, func() bool { return delivered.Load() == 1 && g.Backlog(ctx) == 0 },
-		"drain did not deliver: delivered %d", delivered.Load())
+		"drain did not deliver: delivered %d", natstest.Now(func() any { return delivered.Load() }))
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

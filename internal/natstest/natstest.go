@@ -97,7 +97,8 @@ func Name(t testing.TB, prefix string) string {
 
 // Eventually polls cond every 10 ms until it returns true, and fails the
 // test with msg if it has not within timeout. cond runs on the calling
-// goroutine.
+// goroutine. msg is a format for args; pass a [Now] to show a value as
+// it is when the test fails, not as it was at the call.
 func Eventually(t testing.TB, timeout time.Duration, cond func() bool, msg string, args ...any) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
@@ -110,6 +111,15 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() bool, msg strin
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// Now is a value read when it is formatted: an argument to [Eventually]'s
+// message that shows the value at the deadline, not at the call.
+type Now func() any
+
+// Format formats f's current value with the verb and flags in use.
+func (f Now) Format(st fmt.State, verb rune) {
+	fmt.Fprintf(st, fmt.FormatString(st, verb), f())
 }
 
 // DeleteStreams deletes the named streams when the test ends (best effort),

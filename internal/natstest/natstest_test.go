@@ -2,6 +2,7 @@ package natstest_test
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"testing"
 	"time"
@@ -38,5 +39,14 @@ func TestEventually(t *testing.T) {
 	natstest.Eventually(t, time.Second, func() bool { n++; return n == 3 }, "n reaches 3")
 	if n != 3 {
 		t.Fatalf("cond called %d times, want 3", n)
+	}
+}
+
+func TestNowFormatsAtFormatTime(t *testing.T) {
+	n := 1
+	v := natstest.Now(func() any { return n })
+	n = 42
+	if got := fmt.Sprintf("%d|%3d|%v", v, v, v); got != "42| 42|42" {
+		t.Errorf("formatted %q, want %q", got, "42| 42|42")
 	}
 }
