@@ -14,14 +14,20 @@ import (
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
-// A drained message the breaker turns away (here: its one probe slot is
-// held by a live call, and the gate lets the drainer fetch anyway, as a
-// replica's gate does when another replica holds the fleet's slots) stays
-// where it is in the backlog: nakked with a delay, no copy published, no
-// attempt counted. Once the breaker admits it, it is delivered and acked.
-func TestDrainedRejectionStaysInPlace(t *testing.T) {
+// slotHeld is a tripped breaker now half-open, whose one probe slot a live
+// call holds until release, over a retry backlog of n messages (the
+// diversions that tripped it purged). base is the retry stream's last
+// sequence before the n were diverted.
+type slotHeld struct {
+	*env
+	base    uint64
+	release func()
+	live    chan error
+}
+
+func holdSlot(t *testing.T, n int) slotHeld {
+	t.Helper()
 	e := tripped(t, smallBreaker)
-	// Start from an empty backlog: drop the diversions that tripped it.
 	rs, err := e.js.Stream(context.Background(), e.qcfg.RetryTopic)
 	if err != nil {
 		t.Fatal(err)
@@ -29,41 +35,39 @@ func TestDrainedRejectionStaysInPlace(t *testing.T) {
 	if err := rs.Purge(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	base := streamState(t, e).LastSeq
-	const n = 3
+	h := slotHeld{env: e, base: streamState(t, e).LastSeq, live: make(chan error, 1)}
 	for range n {
 		if err := e.q.Divert(context.Background(), newMsg(), retryqueue.ReasonOpen, breaker.ErrOpen); err != nil {
 			t.Fatal(err)
 		}
 	}
 	e.clock.Advance(2 * time.Second) // half-open, 1 probe slot
-	release := make(chan struct{})
+	ch := make(chan struct{})
 	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	t.Cleanup(unblock)
+	h.release = func() { once.Do(func() { close(ch) }) }
+	t.Cleanup(h.release)
 	probing := make(chan struct{})
-	live := make(chan error, 1)
 	go func() {
 		_, err := e.mw(func(*message.Message) ([]*message.Message, error) {
 			close(probing)
-			<-release
+			<-ch
 			return nil, nil
 		})(newMsg())
-		live <- err
+		h.live <- err
 	}()
 	<-probing
+	return h
+}
 
-	var mu sync.Mutex
-	delivered := map[string]int{}
+// startDrain runs a drainer over h's backlog whose gate always admits one
+// message (as a replica's gate does when another replica holds the
+// fleet's probe slots), with h's middleware around handler.
+func (h slotHeld) startDrain(t *testing.T, poll time.Duration, handler message.HandlerFunc) *retryqueue.Drainer {
+	t.Helper()
 	d, err := retryqueue.NewDrainer(retryqueue.DrainerConfig{
-		JetStream: e.js, Queue: e.q, PollInterval: 10 * time.Millisecond, Rate: 200,
-		Gate: retryqueue.GateFunc(func() int { return 1 }),
-		Handler: e.mw(func(m *message.Message) ([]*message.Message, error) {
-			mu.Lock()
-			delivered[m.UUID]++
-			mu.Unlock()
-			return nil, nil
-		}),
+		JetStream: h.js, Queue: h.q, PollInterval: poll, Rate: 200,
+		Gate:    retryqueue.GateFunc(func() int { return 1 }),
+		Handler: h.mw(handler),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -77,35 +81,53 @@ func TestDrainedRejectionStaysInPlace(t *testing.T) {
 			t.Errorf("Run: %v", err)
 		}
 	})
+	return d
+}
+
+// A drained message the breaker turns away (its one probe slot is held)
+// stays where it is in the backlog: nakked with a delay, no copy
+// published, no attempt counted. Once the breaker admits it, it is
+// delivered and acked.
+func TestDrainedRejectionStaysInPlace(t *testing.T) {
+	const n = 3
+	h := holdSlot(t, n)
+	var mu sync.Mutex
+	delivered := map[string]int{}
+	d := h.startDrain(t, 10*time.Millisecond, func(m *message.Message) ([]*message.Message, error) {
+		mu.Lock()
+		delivered[m.UUID]++
+		mu.Unlock()
+		return nil, nil
+	})
 
 	natstest.Eventually(t, 10*time.Second, func() bool { return d.Stats().Deferred >= 5 }, "drained messages turned away")
-	st := streamState(t, e)
-	if st.Msgs != n || st.LastSeq != base+n {
-		t.Fatalf("retry stream while the slot is held: %d messages, last sequence %d; want %d, %d (no copies)", st.Msgs, st.LastSeq, n, base+n)
+	st := streamState(t, h.env)
+	if st.Msgs != n || st.LastSeq != h.base+n {
+		t.Fatalf("retry stream while the slot is held: %d messages, last sequence %d; want %d, %d (no copies)", st.Msgs, st.LastSeq, n, h.base+n)
 	}
 	if s := d.Stats(); s.Drained != 0 || s.Failures != 0 {
 		t.Fatalf("drainer stats %+v: want nothing drained, no failures", s)
 	}
-	e.mu.Lock()
+	h.mu.Lock()
 	var turned int
-	for _, ev := range e.events {
+	for _, ev := range h.events {
 		if ev.Action == middleware.Diverted && ev.Reason == "probe-limit" {
 			turned++
 		}
 	}
-	e.mu.Unlock()
+	h.mu.Unlock()
 	if turned < 5 {
 		t.Errorf("%d probe-limit events, want >= 5", turned)
 	}
 
-	unblock()
-	if err := <-live; err != nil {
+	h.release()
+	if err := <-h.live; err != nil {
 		t.Fatal(err)
 	}
 	natstest.Eventually(t, 10*time.Second, func() bool { return d.Stats().Drained == n }, "backlog drained once admitted")
-	natstest.Eventually(t, 5*time.Second, func() bool { return streamState(t, e).Msgs == 0 }, "retry stream empty")
-	if st := streamState(t, e); st.LastSeq != base+n {
-		t.Errorf("retry stream last sequence %d, want %d: a drained message was published again", st.LastSeq, base+n)
+	natstest.Eventually(t, 5*time.Second, func() bool { return streamState(t, h.env).Msgs == 0 }, "retry stream empty")
+	if st := streamState(t, h.env); st.LastSeq != h.base+n {
+		t.Errorf("retry stream last sequence %d, want %d: a drained message was published again", st.LastSeq, h.base+n)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -117,8 +139,24 @@ func TestDrainedRejectionStaysInPlace(t *testing.T) {
 			t.Errorf("%s delivered %d times", id, c)
 		}
 	}
-	if s := e.b.State(); s != breaker.StateClosed {
+	if s := h.b.State(); s != breaker.StateClosed {
 		t.Errorf("breaker %s after the probes succeeded, want closed", s)
+	}
+}
+
+// After the breaker turns a drained message away, the drainer waits a
+// poll interval before it fetches again, rather than fetching (and
+// nakking) at its drain rate. With an hour's poll interval it fetches
+// exactly one message.
+func TestDrainWaitsAfterRejection(t *testing.T) {
+	h := holdSlot(t, 2)
+	d := h.startDrain(t, time.Hour, ok)
+	natstest.Eventually(t, 10*time.Second, func() bool { return d.Stats().Deferred >= 1 }, "first message turned away")
+	// A drainer that did not wait would fetch the second message within
+	// 1/Rate (5 ms); one that waits never does in this test.
+	time.Sleep(300 * time.Millisecond)
+	if s := d.Stats(); s.Fetched != 1 || s.Deferred != 1 {
+		t.Errorf("stats %+v: want 1 fetched, 1 deferred (waiting a poll interval)", s)
 	}
 }
 

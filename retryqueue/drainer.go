@@ -321,6 +321,7 @@ type Drainer struct {
 	handlers  sync.WaitGroup // FIFO-mode handlers in flight
 	running   atomic.Bool
 	paused    atomic.Bool
+	turned    atomic.Bool // the breaker turned a drained message away
 
 	// inflight holds the UUIDs being drained, so Observe skips them.
 	inflight sync.Map
@@ -664,6 +665,13 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 		}
 		d.mu.Unlock()
 	}
+	if d.turned.Swap(false) {
+		// The gate admitted more than the breaker did (another replica
+		// holds the fleet's probe slots, or the state moved): look again
+		// after a poll interval rather than at the drain rate.
+		d.sleep(ctx, d.cfg.PollInterval)
+		return nil
+	}
 	tokens := d.lim.Tokens()
 	if tokens < 1 {
 		wait := time.Duration((1 - tokens) / float64(d.lim.Limit()) * float64(time.Second))
@@ -831,6 +839,7 @@ func (d *Drainer) handle(ctx context.Context, it item) {
 		} else {
 			d.deferMsg(it, d.cfg.PollInterval)
 		}
+		d.turned.Store(true)
 		return
 	}
 	if err == nil {

@@ -95,8 +95,10 @@ func (q *Queue) Stats() QueueStats {
 // it away: open, probe slots taken, ramp) is not published again: Divert
 // returns nil and the drainer leaves it in place in the backlog, nakked
 // with a delay of [DrainerConfig.PollInterval] and counted as Deferred,
-// with no attempt counted. So a drain that races the breaker neither
-// copies nor reorders the backlog.
+// with no attempt counted; the drainer then waits a poll interval before
+// its next fetch. So a drain that races the breaker neither copies nor
+// reorders the backlog, and fetches at most once per poll interval while
+// the breaker turns it away.
 //
 // The publish uses its own timeout, [Config.PublishTimeout], on a context
 // detached from ctx's cancellation (ctx may be a handler's cancelled
