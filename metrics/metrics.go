@@ -146,7 +146,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		published:     desc(NameRetryPublished, "Publishes to the retry or dead-letter stream confirmed by JetStream, by kind: diverted, dead-lettered.", LabelKind),
 		publishErrors: desc(NameRetryPublishErrors, "Diversions and dead letters JetStream did not confirm (the source was nacked)."),
 		backlog:       desc(NameRetryBacklog, "Retry backlog: messages on the drainer's consumer not yet delivered plus delivered and not yet acked."),
-		drained:       desc(NameDrained, "Messages the drainer handled, by result: drained (acked after the handler), redelivered (handler failed, nakked), deferred (not yet eligible), dead-lettered (malformed), ack-error.", LabelResult),
+		drained:       desc(NameDrained, "Messages the drainer handled, by result: drained (acked after the handler), redelivered (handler failed, nakked), deferred (not yet eligible, or turned away by the breaker), dead-lettered (malformed), ack-error.", LabelResult),
 		drainRate:     desc(NameDrainRateLimit, "The drain's rate limit, in messages per second."),
 	}
 	m.slow.Store(int64(opts.SlowCallDuration))

@@ -216,8 +216,9 @@ type DrainStats struct {
 	// the drainer nakked with a delay.
 	Redelivered uint64
 	// Deferred counts fetches of messages whose [MetaNotBefore] had not come
-	// yet, or whose ordering key was held back behind an earlier message,
-	// nakked with a delay until then. They do not count as attempts.
+	// yet, whose ordering key was held back behind an earlier message, or
+	// that the breaker turned away (see [Queue.Divert]), nakked with a
+	// delay. They do not count as attempts.
 	Deferred uint64
 	// DeadLettered counts malformed messages the drainer dead-lettered
 	// itself instead of handing them to the handler.
