@@ -36,14 +36,15 @@
 //     exponential in the delivery count), so a failing message does not
 //     spin. If the nak cannot be sent the server redelivers after AckWait.
 //   - The handler has not finished after [SubscriberConfig.AckWait]: the
-//     subscriber gives up, sends nothing and cancels the message's context;
-//     the server redelivers the message after AckWait. A later Ack is
-//     ignored.
+//     subscriber gives up, sends nothing and cancels the message's context
+//     with cause [ErrAckWait] (a [context.DeadlineExceeded]: floodgate's
+//     middleware counts the call as a timeout); the server redelivers the
+//     message after AckWait. A later Ack is ignored.
 //   - The router closes (the subscription's context is done) or the
 //     subscriber closes while a message is in the handler: the handler keeps
 //     running for [SubscriberConfig.CloseGrace]; an ack or nack within it is
 //     sent. After it the subscriber sends nothing and cancels the message's
-//     context; the server redelivers the message to the next subscriber of
+//     context with cause [ErrClosing]; the server redelivers the message to the next subscriber of
 //     the durable consumer after AckWait. A later Ack is ignored. Close
 //     never deletes the consumer.
 //

@@ -1,6 +1,10 @@
 package jsq
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"fmt"
+)
 
 // ErrInvalidTopic is returned for a topic that is not a valid JetStream
 // stream name.
@@ -8,3 +12,15 @@ var ErrInvalidTopic = errors.New("jsq: invalid topic")
 
 // ErrInvalidConfig is wrapped by the constructors' config errors.
 var ErrInvalidConfig = errors.New("jsq: invalid config")
+
+// ErrAckWait is the cause ([context.Cause]) with which the subscriber
+// cancels a message's context when the handler has not acked or nacked it
+// within [SubscriberConfig.AckWait]. It wraps [context.DeadlineExceeded]:
+// the handler ran out of time, so a middleware can count the call as a
+// timeout rather than as a shutdown.
+var ErrAckWait = fmt.Errorf("jsq: handler exceeded AckWait: %w", context.DeadlineExceeded)
+
+// ErrClosing is the cause with which the subscriber cancels a message's
+// context when the subscription closes and [SubscriberConfig.CloseGrace]
+// has run out.
+var ErrClosing = errors.New("jsq: subscriber closing")

@@ -172,6 +172,9 @@ func TestCloseMidFlightRedelivers(t *testing.T) {
 	case <-time.After(2 * time.Second):
 		t.Fatal("message context not cancelled by close")
 	}
+	if cause := context.Cause(m1.Context()); !errors.Is(cause, jsq.ErrClosing) {
+		t.Errorf("message context cause %v, want jsq.ErrClosing", cause)
+	}
 	close(release)
 
 	name := jsq.DefaultConsumerName(e.topic)
@@ -374,6 +377,36 @@ func TestCloseGraceAcksFinishingHandler(t *testing.T) {
 	info := e.consumerInfo(t, jsq.DefaultConsumerName(e.topic))
 	if info.AckFloor.Stream != 1 || info.NumAckPending != 0 {
 		t.Fatalf("ack floor %d, ack pending %d; want 1, 0 (acked within the grace)", info.AckFloor.Stream, info.NumAckPending)
+	}
+}
+
+// A handler that neither acks nor nacks within AckWait: the subscriber
+// gives up and cancels the message's context with cause ErrAckWait, a
+// context.DeadlineExceeded, so a middleware counts it as a timeout.
+func TestAckWaitCancelsWithCause(t *testing.T) {
+	e := setup(t)
+	sub := e.subscriber(t, jsq.SubscriberConfig{AckWait: time.Second})
+	c, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch, err := sub.Subscribe(c, e.topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.pub.Publish(e.topic, message.NewMessage("slow", nil)); err != nil {
+		t.Fatal(err)
+	}
+	m := <-ch
+	select {
+	case <-m.Context().Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("message context not cancelled after AckWait")
+	}
+	cause := context.Cause(m.Context())
+	if !errors.Is(cause, jsq.ErrAckWait) || !errors.Is(cause, context.DeadlineExceeded) {
+		t.Errorf("cause %v, want jsq.ErrAckWait wrapping context.DeadlineExceeded", cause)
+	}
+	if !errors.Is(m.Context().Err(), context.Canceled) {
+		t.Errorf("Err %v, want context.Canceled", m.Context().Err())
 	}
 }
 

@@ -34,8 +34,8 @@ type SubscriberConfig struct {
 	// AckWait is how long the server waits for the ack of a delivered
 	// message before redelivering it, and how long the subscriber waits for
 	// the handler's ack or nack before giving up on the message (sending
-	// nothing and cancelling its context). Handler deadlines must be well
-	// below it.
+	// nothing and cancelling its context with cause [ErrAckWait]). Handler
+	// deadlines must be well below it.
 	// Optional. Default 30s. Valid range >= 1s.
 	AckWait time.Duration
 	// MaxAckPending bounds the messages delivered and not yet acked on the
@@ -258,8 +258,8 @@ func (s *Subscriber) handle(stop context.Context, jm jetstream.Msg, out chan<- *
 	wm := Unmarshal(jm)
 	// The message context survives stop for CloseGrace, so a handler that
 	// is nearly done can finish and be acked.
-	mctx, cancel := context.WithCancel(context.WithoutCancel(stop))
-	defer cancel()
+	mctx, cancel := context.WithCancelCause(context.WithoutCancel(stop))
+	defer cancel(nil)
 	wm.SetContext(mctx)
 	fields := watermill.LogFields{"message_uuid": wm.UUID, "subject": jm.Subject()}
 
@@ -294,6 +294,7 @@ func (s *Subscriber) handle(stop context.Context, jm jetstream.Msg, out chan<- *
 			return
 		case <-ackWait.C:
 			s.cfg.Logger.Info("jsq: handler exceeded AckWait; giving up, the server will redeliver", fields)
+			cancel(ErrAckWait)
 			return
 		case <-stopped:
 			stopped = nil
@@ -301,6 +302,7 @@ func (s *Subscriber) handle(stop context.Context, jm jetstream.Msg, out chan<- *
 			defer t.Stop()
 			grace = t.C
 		case <-grace:
+			cancel(ErrClosing)
 			return // closing: not acked, redelivered after AckWait
 		}
 	}

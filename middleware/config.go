@@ -33,7 +33,12 @@ type Config struct {
 	// Timeout bounds one delivery attempt: the wrapped handler runs with a
 	// message context that is cancelled after it. Optional. Default
 	// [DefaultTimeout] (10 s); must be > 0 when set, and Timeout plus the
-	// queue's PublishTimeout below the source consumer's AckWait.
+	// queue's PublishTimeout below the source consumer's AckWait. If the
+	// subscriber gives up first and cancels the message's context with a
+	// cause wrapping [context.DeadlineExceeded] (jsq does, with
+	// [github.com/floodgate-go/floodgate/jsq.ErrAckWait]), the call counts
+	// as a failure, as a timeout would; a plain cancellation counts as a
+	// shutdown (neutral, except for a probe).
 	Timeout time.Duration
 
 	// IsPermanent reports whether a handler error will fail again on every

@@ -109,8 +109,11 @@ func (g *guard) run(h message.HandlerFunc, msg *message.Message, permit breaker.
 	end := g.clock.Now()
 	ev.Latency = end.Sub(start)
 	// Cancelled, not timed out: an outer Watermill Timeout middleware is a
-	// deadline on the partner and must count as a failure.
-	shutdown = err != nil && errors.Is(parent.Err(), context.Canceled)
+	// deadline on the partner and must count as a failure, and so is a
+	// subscriber giving up at its ack deadline when it says so in the
+	// cancel cause (jsq.ErrAckWait wraps context.DeadlineExceeded).
+	shutdown = err != nil && errors.Is(parent.Err(), context.Canceled) &&
+		!errors.Is(context.Cause(parent), context.DeadlineExceeded)
 	permit.RecordAt(end, g.outcome(err, shutdown, permit.IsProbe()), ev.Latency)
 	return out, err, shutdown
 }

@@ -572,6 +572,28 @@ func TestOuterDeadlineCountsAsFailure(t *testing.T) {
 	}
 }
 
+// A subscriber that gives up at its ack deadline cancels the message's
+// context with a cause saying so (jsq.ErrAckWait): a partner slower than
+// AckWait, so a failure, not a shutdown.
+func TestAckWaitGiveUpCountsAsFailure(t *testing.T) {
+	e := newEnv(t, smallBreaker)
+	msg := newMsg()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(jsq.ErrAckWait)
+	msg.SetContext(ctx)
+	if _, err := e.mw(func(m *message.Message) ([]*message.Message, error) {
+		return nil, m.Context().Err()
+	})(msg); err != nil {
+		t.Fatal(err)
+	}
+	if s := e.b.Snapshot(); s.Failures != 1 {
+		t.Errorf("breaker failures = %d, want 1", s.Failures)
+	}
+	if got := e.retry(); len(got) != 1 || got[0].Metadata.Get(retryqueue.MetaReason) != "failure" {
+		t.Errorf("retry stream %d messages, want the one diverted for failure", len(got))
+	}
+}
+
 // A call cut short by shutdown (the message's context cancelled) is neutral
 // in the closed state: closing the router must not trip the breaker. The
 // message is still diverted, so it is not lost.
