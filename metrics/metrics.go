@@ -292,9 +292,10 @@ func divertReason(r string) string {
 	return "other"
 }
 
-// deadReason maps a dead-letter reason ("permanent: 400 Bad Request",
-// "malformed: attempt ...") to its bounded category, so error texts never
-// become label values.
+// deadReason maps a dead-letter reason to its bounded category: the
+// DeadReason constants the middleware and queue set, or "other" for a
+// reason of the caller's own; a "category: detail" reason maps to its
+// category, so error texts never become label values.
 func deadReason(r string) string {
 	cat, _, _ := strings.Cut(r, ":")
 	switch cat = strings.TrimSpace(cat); cat {

@@ -42,7 +42,10 @@ type Event struct {
 	// Action is what the middleware did.
 	Action Action
 	// Reason is the diversion reason ("open", "probe-limit", "ramp",
-	// "failure", "ordering") or the dead-letter reason; empty for Delivered.
+	// "failure", "ordering") or the dead-letter reason (a retryqueue
+	// DeadReason constant: "permanent", "malformed", "max-attempts",
+	// "max-age"; the detail is in Err and in the dead letter's
+	// MetaLastError); empty for Delivered.
 	Reason string
 	// Admitted is true when the breaker admitted the call and the handler ran.
 	Admitted bool
@@ -50,6 +53,8 @@ type Event struct {
 	Probe bool
 	// Latency is how long the handler ran; zero when it did not run.
 	Latency time.Duration
-	// Err is the handler's error, or the publish error for Nacked.
+	// Err is the handler's error, the reason a malformed message was
+	// dead-lettered (wrapping retryqueue.ErrMalformed), or the publish
+	// error for Nacked.
 	Err error
 }

@@ -38,7 +38,7 @@ func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		ev := Event{UUID: msg.UUID}
 		if reason, bad := g.cfg.Queue.Malformed(msg); bad {
-			return nil, g.deadLetter(msg, ev, "malformed: "+reason, nil)
+			return nil, g.deadLetter(msg, ev, retryqueue.DeadReasonMalformed, fmt.Errorf("%w: %s", retryqueue.ErrMalformed, reason))
 		}
 
 		// Per-key ordering: the key still has messages in the backlog, so
@@ -69,7 +69,7 @@ func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
 		}
 		ev.Err = herr
 		if g.cfg.IsPermanent(herr) && !shutdown {
-			return nil, g.deadLetter(msg, ev, "permanent: "+herr.Error(), herr)
+			return nil, g.deadLetter(msg, ev, retryqueue.DeadReasonPermanent, herr)
 		}
 		return nil, g.divert(msg, ev, retryqueue.ReasonFailure, herr)
 	}
@@ -169,6 +169,9 @@ func (g *guard) deadLetter(msg *message.Message, ev Event, reason string, cause 
 		return g.nack(msg, ev, "dead-letter", err)
 	}
 	ev.Action, ev.Reason = DeadLettered, reason
+	if ev.Err == nil {
+		ev.Err = cause // malformed: why
+	}
 	g.emit(ev)
 	return nil
 }

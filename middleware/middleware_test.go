@@ -222,8 +222,14 @@ func TestPermanentFailureIsDeadLetteredAndNeutral(t *testing.T) {
 	if len(dead) != 6 || len(e.retry()) != 0 {
 		t.Fatalf("dead/retry = %d/%d, want 6/0", len(dead), len(e.retry()))
 	}
-	if r := dead[0].Metadata.Get(retryqueue.MetaDeadReason); !strings.Contains(r, "authentication-failed") {
-		t.Errorf("dead reason = %q, want the MDN disposition", r)
+	if r := dead[0].Metadata.Get(retryqueue.MetaDeadReason); r != retryqueue.DeadReasonPermanent {
+		t.Errorf("dead reason = %q, want %q", r, retryqueue.DeadReasonPermanent)
+	}
+	if le := dead[0].Metadata.Get(retryqueue.MetaLastError); !strings.Contains(le, "authentication-failed") {
+		t.Errorf("last error = %q, want the MDN disposition", le)
+	}
+	if ev := e.lastEvent(); ev.Action != middleware.DeadLettered || ev.Reason != retryqueue.DeadReasonPermanent {
+		t.Errorf("event %+v, want dead-lettered, reason %q", ev, retryqueue.DeadReasonPermanent)
 	}
 	s := e.b.Snapshot()
 	if s.State != breaker.StateClosed || s.Failures != 0 {
@@ -247,8 +253,13 @@ func TestMalformedMetadataIsDeadLettered(t *testing.T) {
 	if len(dead) != 1 || dead[0].UUID != msg.UUID {
 		t.Fatalf("dead letters = %d, want the one malformed message", len(dead))
 	}
-	if r := dead[0].Metadata.Get(retryqueue.MetaDeadReason); !strings.Contains(r, "malformed") || !strings.Contains(r, retryqueue.MetaAttempt) {
-		t.Errorf("dead reason = %q, want it to say malformed and name %s", r, retryqueue.MetaAttempt)
+	// The same reason and cause as the drainer records for a malformed
+	// backlog message.
+	if r := dead[0].Metadata.Get(retryqueue.MetaDeadReason); r != retryqueue.DeadReasonMalformed {
+		t.Errorf("dead reason = %q, want %q", r, retryqueue.DeadReasonMalformed)
+	}
+	if le := dead[0].Metadata.Get(retryqueue.MetaLastError); !strings.Contains(le, retryqueue.ErrMalformed.Error()) || !strings.Contains(le, retryqueue.MetaAttempt) {
+		t.Errorf("last error = %q, want it to say malformed metadata and name %s", le, retryqueue.MetaAttempt)
 	}
 }
 
