@@ -12,8 +12,13 @@ import (
 // while half-open (so, when no live traffic arrives, probes come from the
 // backlog and recovery never waits for new messages), and while closed as
 // much as the drainer's own rate limit allows. It is safe for concurrent
-// use; each call takes one [breaker.Breaker.Snapshot].
+// use; each call takes one [breaker.Breaker.Snapshot]. It panics if b is
+// nil, a programming error better caught at start-up than as a drain that
+// never runs.
 func DrainGate(b *breaker.Breaker) retryqueue.Gate {
+	if b == nil {
+		panic("middleware: DrainGate: nil breaker")
+	}
 	probes := b.Config().ProbeConcurrency
 	return retryqueue.GateFunc(func() int {
 		s := b.Snapshot()

@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -539,6 +540,15 @@ func TestDrainGateFollowsTheBreaker(t *testing.T) {
 	if n := gate.Budget(); n < 1000 {
 		t.Errorf("closed: budget %d, want unbounded (the drainer's rate limits it)", n)
 	}
+}
+
+func TestDrainGateNilBreakerPanics(t *testing.T) {
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "nil breaker") {
+			t.Errorf("recovered %v, want a panic naming the nil breaker", r)
+		}
+	}()
+	middleware.DrainGate(nil)
 }
 
 // Regression: with a breaker on its default (wall) clock the middleware

@@ -24,7 +24,6 @@
 // On a NATS cluster create the bucket with [Config.Replicas] = 3, so the
 // shared state survives the loss of a node (the integration test in
 // integration/fleet kills one node of three during an outage). The same
-// applies to the retry-queue and dead-letter streams; see the README section
-// "Running a fleet" of package breaker/natskv's parent repository
-// (docs/fleet.md).
+// applies to the retry-queue and dead-letter streams; see docs/fleet.md in
+// the floodgate repository ("Running a fleet").
 package natskv
