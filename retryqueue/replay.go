@@ -94,6 +94,12 @@ func (q *Queue) Replay(ctx context.Context, js jetstream.JetStream, f ReplayFilt
 		done := false
 		for jm := range batch.Messages() {
 			n++
+			if done {
+				// The limit or the last stored dead letter was reached:
+				// leave the rest of the batch untouched (it is only read,
+				// never acknowledged) and let the batch run out.
+				continue
+			}
 			md, err := jm.Metadata()
 			if err != nil {
 				return res, fmt.Errorf("retryqueue: replay: metadata: %w", err)

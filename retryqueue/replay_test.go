@@ -172,3 +172,65 @@ func TestReplayKeepsDeadLetterWhenPublishFails(t *testing.T) {
 		t.Fatalf("dead letters = %d, want 1 kept", n)
 	}
 }
+
+// Limit stops a replay, and a dry run, after that many selected dead
+// letters: the rest stay in the dead-letter stream untouched, in order, and
+// a later replay picks them up.
+func TestReplayHonoursLimit(t *testing.T) {
+	e := newEnv(t, natstest.URL(t), nil)
+	ctx := testCtx(t)
+	var all []string
+	for i := range 8 {
+		id := fmt.Sprintf("d%d", i)
+		all = append(all, id)
+		m := message.NewMessage(id, []byte("p"))
+		m.Metadata.Set(retryqueue.MetaOriginalTopic, "orders")
+		if err := e.q.DeadLetter(ctx, m, retryqueue.DeadReasonPermanent, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := func(ms []*message.Message) []string {
+		var out []string
+		for _, m := range ms {
+			out = append(out, m.UUID)
+		}
+		return out
+	}
+
+	res, err := e.q.Replay(ctx, e.js, retryqueue.ReplayFilter{Limit: 3, DryRun: true})
+	if err != nil || res.Selected != 3 || res.Replayed != 0 || !slices.Equal(res.UUIDs, all[:3]) {
+		t.Fatalf("dry run with Limit 3 = %+v, %v; want d0 d1 d2 selected, none replayed", res, err)
+	}
+	if got := ids(streamMsgs(t, e.js, e.q.DeadLetterTopic())); !slices.Equal(got, all) {
+		t.Fatalf("after dry run dead letters %v, want all 8", got)
+	}
+
+	res, err = e.q.Replay(ctx, e.js, retryqueue.ReplayFilter{Limit: 1})
+	if err != nil || res.Selected != 1 || res.Replayed != 1 || res.Scanned != 1 || !slices.Equal(res.UUIDs, all[:1]) {
+		t.Fatalf("replay with Limit 1 = %+v, %v; want d0 only", res, err)
+	}
+	if got := ids(streamMsgs(t, e.js, e.q.RetryTopic())); !slices.Equal(got, all[:1]) {
+		t.Fatalf("retry stream %v, want d0", got)
+	}
+	dead := streamMsgs(t, e.js, e.q.DeadLetterTopic())
+	if got := ids(dead); !slices.Equal(got, all[1:]) {
+		t.Fatalf("dead letters %v, want d1..d7 kept", got)
+	}
+	for _, m := range dead {
+		wantMeta(t, m, map[string]string{
+			retryqueue.MetaReplays:    "<absent>",
+			retryqueue.MetaDeadReason: string(retryqueue.DeadReasonPermanent),
+		})
+	}
+
+	res, err = e.q.Replay(ctx, e.js, retryqueue.ReplayFilter{OriginalTopic: "orders", Limit: 4})
+	if err != nil || res.Replayed != 4 || !slices.Equal(res.UUIDs, all[1:5]) {
+		t.Fatalf("replay with Limit 4 = %+v, %v; want d1..d4", res, err)
+	}
+	if got := ids(streamMsgs(t, e.js, e.q.DeadLetterTopic())); !slices.Equal(got, all[5:]) {
+		t.Fatalf("dead letters %v, want d5..d7 kept", got)
+	}
+	if _, err := e.q.Replay(ctx, e.js, retryqueue.ReplayFilter{Limit: -1}); !errors.Is(err, retryqueue.ErrInvalidConfig) {
+		t.Fatalf("negative Limit: %v", err)
+	}
+}

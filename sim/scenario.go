@@ -203,13 +203,17 @@ type Scenario struct {
 	SlowCallDuration time.Duration
 
 	// OpenWindow is optional: the first open window of every strategy, and
-	// the fixed window of eager. Default 1s (geofence note); range > 0.
+	// the fixed window of eager. Default 1s (geofence note); range
+	// (0, 48h]: the breaker sets no upper bound ([breaker.Config]
+	// BaseOpenWindow > 0), the simulator caps it at its longest run.
 	OpenWindow time.Duration
 
 	// MaxOpenWindow is optional: the cap of the doubling, jittered open
 	// window. Default 30s (geofence note), or OpenWindow if larger; with
-	// FixedOpenWindow, OpenWindow. Range >= OpenWindow; with
-	// FixedOpenWindow exactly OpenWindow (a fixed window does not double).
+	// FixedOpenWindow, OpenWindow. Range [OpenWindow, 48h] (the breaker's
+	// MaxOpenWindow >= BaseOpenWindow, capped at the simulator's longest
+	// run); with FixedOpenWindow exactly OpenWindow (a fixed window does
+	// not double).
 	MaxOpenWindow time.Duration
 
 	// FixedOpenWindow is optional. When true every strategy opens for
@@ -253,6 +257,11 @@ const (
 	maxRate     = 100000
 	maxDuration = 48 * time.Hour
 	maxCalls    = 2_000_000
+
+	// maxOpenWindow caps OpenWindow and MaxOpenWindow: a window longer
+	// than the longest run cannot show in any result. The breaker itself
+	// only requires BaseOpenWindow > 0 and MaxOpenWindow >= BaseOpenWindow.
+	maxOpenWindow = maxDuration
 
 	maxTripMinCalls = 1_000_000
 )
@@ -355,11 +364,11 @@ func (s *Scenario) validate() error {
 	if s.SlowCallDuration <= 0 {
 		return invalid("SlowCallDuration", s.SlowCallDuration, "> 0")
 	}
-	if s.OpenWindow <= 0 {
-		return invalid("OpenWindow", s.OpenWindow, "> 0")
+	if s.OpenWindow <= 0 || s.OpenWindow > maxOpenWindow {
+		return invalid("OpenWindow", s.OpenWindow, fmt.Sprintf("(0, %v]", maxOpenWindow))
 	}
-	if s.MaxOpenWindow < s.OpenWindow {
-		return invalid("MaxOpenWindow", s.MaxOpenWindow, fmt.Sprintf(">= OpenWindow (%v)", s.OpenWindow))
+	if s.MaxOpenWindow < s.OpenWindow || s.MaxOpenWindow > maxOpenWindow {
+		return invalid("MaxOpenWindow", s.MaxOpenWindow, fmt.Sprintf("[OpenWindow (%v), %v]", s.OpenWindow, maxOpenWindow))
 	}
 	if s.FixedOpenWindow && s.MaxOpenWindow != s.OpenWindow {
 		return invalid("MaxOpenWindow", s.MaxOpenWindow,

@@ -222,6 +222,10 @@ func TestValidate(t *testing.T) {
 		{"TripMinCalls", func(s *sim.Scenario) { s.TripWindow, s.TripMinCalls = time.Second, 1_000_000 }},
 		{"TripMinCalls", func(s *sim.Scenario) { s.Rate, s.TripWindow = 5, time.Second }}, // the default 10 > 5
 		{"TripMinCalls", func(s *sim.Scenario) { s.TripWindow, s.TripMinCalls = 50*time.Millisecond, 1 }},
+		// Regression: a million-hour open window was accepted.
+		{"OpenWindow", func(s *sim.Scenario) { s.OpenWindow = 1_000_000 * time.Hour }},
+		{"OpenWindow", func(s *sim.Scenario) { s.OpenWindow = -time.Second }},
+		{"MaxOpenWindow", func(s *sim.Scenario) { s.MaxOpenWindow = 48*time.Hour + time.Nanosecond }},
 		// Regression: a fixed window with another cap was silently ignored.
 		{"MaxOpenWindow", func(s *sim.Scenario) {
 			s.FixedOpenWindow, s.OpenWindow, s.MaxOpenWindow = true, 5*time.Second, time.Minute
@@ -254,6 +258,7 @@ func TestValidateEdges(t *testing.T) {
 		"minimum = Rate × TripWindow":      func(s *sim.Scenario) { s.TripWindow, s.TripMinCalls = time.Second, 10 },
 		"default minimum 10 in 1s at 10/s": func(s *sim.Scenario) { s.TripWindow = time.Second },
 		"fixed window, MaxOpenWindow 0":    func(s *sim.Scenario) { s.FixedOpenWindow, s.OpenWindow = true, 5*time.Second },
+		"open window of 48h":               func(s *sim.Scenario) { s.OpenWindow, s.MaxOpenWindow = 48*time.Hour, 48*time.Hour },
 		"fixed window, MaxOpenWindow = OpenWindow": func(s *sim.Scenario) {
 			s.FixedOpenWindow, s.OpenWindow, s.MaxOpenWindow = true, 5*time.Second, 5*time.Second
 		},

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
@@ -53,10 +54,24 @@ func (f *streamFlags) check() string {
 		return "-nats-url is required"
 	case f.format != "table" && f.format != "json":
 		return fmt.Sprintf("-format: unknown format %q, allowed table or json", f.format)
-	case f.retryTopic == "" || f.deadTopic == "":
-		return "-retry-topic and -dead-topic must not be empty"
 	case f.timeout <= 0 || f.timeout > 24*time.Hour:
 		return fmt.Sprintf("-timeout must be in (0, 24h], got %v", f.timeout)
+	}
+	return checkTopics(f.retryTopic, f.deadTopic)
+}
+
+// checkTopics validates -retry-topic and -dead-topic as retryqueue.Config
+// does (jsq.ValidateTopic, and distinct); it returns the message of a
+// usage error, or "".
+func checkTopics(retry, dead string) string {
+	if err := jsq.ValidateTopic(retry); err != nil {
+		return fmt.Sprintf("-retry-topic: %v", err)
+	}
+	if err := jsq.ValidateTopic(dead); err != nil {
+		return fmt.Sprintf("-dead-topic: %v", err)
+	}
+	if retry == dead {
+		return fmt.Sprintf("-retry-topic and -dead-topic must differ, both %q", retry)
 	}
 	return ""
 }

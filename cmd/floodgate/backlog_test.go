@@ -215,6 +215,16 @@ func TestStreamCommandsBadFlags(t *testing.T) {
 		{[]string{"purge", "-nats-url", "nats://127.0.0.1:1", "-yes", "-queue", "live"}, "-queue"},
 		{[]string{"purge", "-nats-url", "nats://127.0.0.1:1", "-yes", "-older-than", "-1h"}, "-older-than"},
 		{[]string{"purge", "-yes"}, "-nats-url"},
+		// Regression: invalid or equal stream names reached the server
+		// ("nats: invalid stream name", exit 1) or were accepted.
+		{[]string{"backlog", "-nats-url", "nats://127.0.0.1:1", "-retry-topic", "a.b"}, "-retry-topic: jsq: invalid topic"},
+		{[]string{"backlog", "-nats-url", "nats://127.0.0.1:1", "-dead-topic", "dead letters"}, "-dead-topic: jsq: invalid topic"},
+		{[]string{"backlog", "-nats-url", "nats://127.0.0.1:1", "-retry-topic", "same", "-dead-topic", "same"}, "-retry-topic and -dead-topic must differ"},
+		{[]string{"purge", "-nats-url", "nats://127.0.0.1:1", "-yes", "-dead-topic", "x>"}, "-dead-topic"},
+		{[]string{"purge", "-nats-url", "nats://127.0.0.1:1", "-yes", "-retry-topic", ""}, "-retry-topic"},
+		{[]string{"replay", "-nats-url", "nats://127.0.0.1:1", "-retry-topic", "same", "-dead-topic", "same"}, "-retry-topic and -dead-topic must differ"},
+		{[]string{"replay", "-nats-url", "nats://127.0.0.1:1", "-limit", "-1"}, "-limit"},
+		{[]string{"replay", "-nats-url", "nats://127.0.0.1:1", "-topic", "a", "-original-topic", "b"}, "-original-topic"},
 	} {
 		code, _, errOut := runCmd(tc.args...)
 		if code != exitUsage || !strings.Contains(errOut, tc.flag) {
@@ -230,5 +240,65 @@ func TestStreamCommandsBadFlags(t *testing.T) {
 		if code != exitOK || !strings.Contains(e, "Usage: floodgate "+c) || !strings.Contains(e, "-retry-topic") {
 			t.Errorf("%s -h: %d %q", c, code, e)
 		}
+	}
+}
+
+// TestReplayCommand: replay selects by -original-topic (or its alias
+// -topic) and honours -limit, for a dry run and a real one; dead letters
+// beyond the limit stay.
+func TestReplayCommand(t *testing.T) {
+	s := newStreams(t, nil, []string{"edi_orders", "geofence_triggers", "edi_orders", "edi_orders", "edi_orders"})
+	deadUUID := func(i int) string { return "uuid-" + s.dead + "-" + string(rune('a'+i)) }
+	replay := func(extra ...string) (retryqueue.ReplayResult, string) {
+		t.Helper()
+		code, out, errOut := runCmd(append([]string{"replay"}, s.flags(append([]string{"-format", "json"}, extra...)...)...)...)
+		if code != exitOK {
+			t.Fatalf("replay %v: exit %d: %s", extra, code, errOut)
+		}
+		var res retryqueue.ReplayResult
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("replay %v: %v\n%s", extra, err, out)
+		}
+		return res, out
+	}
+
+	// Regression: -limit 1 replayed (or would replay) all of them.
+	if res, out := replay("-limit", "1", "-dry-run"); res.Selected != 1 || res.Replayed != 0 || len(res.UUIDs) != 1 || !strings.Contains(out, `"dry_run": true`) {
+		t.Errorf("dry run -limit 1: %s", out)
+	}
+	code, out, errOut := runCmd(append([]string{"replay"}, s.flags("-limit", "2", "-dry-run")...)...)
+	if code != exitOK || !strings.Contains(out, "selected 2, would replay 2 to "+s.retry) {
+		t.Errorf("dry run -limit 2 table: exit %d, %q, %q", code, out, errOut)
+	}
+	if rep := backlogJSON(t, s); rep.Dead.Messages != 5 || rep.Retry.Messages != 0 {
+		t.Fatalf("dry runs moved messages: %+v", rep)
+	}
+
+	res, _ := replay("-original-topic", "edi_orders", "-limit", "2")
+	if res.Selected != 2 || res.Replayed != 2 || strings.Join(res.UUIDs, " ") != deadUUID(0)+" "+deadUUID(2) {
+		t.Errorf("-original-topic edi_orders -limit 2: %+v", res)
+	}
+	rep := backlogJSON(t, s)
+	if got := counts(rep.Dead); rep.Dead.Messages != 3 || got["edi_orders"] != 2 || got["geofence_triggers"] != 1 || rep.Retry.Messages != 2 {
+		t.Errorf("after -limit 2: dead %+v, retry %d", rep.Dead, rep.Retry.Messages)
+	}
+
+	// -topic is an alias of -original-topic; both at once must agree.
+	res, _ = replay("-topic", "edi_orders", "-original-topic", "edi_orders", "-limit", "1")
+	if res.Replayed != 1 || len(res.UUIDs) != 1 || res.UUIDs[0] != deadUUID(3) {
+		t.Errorf("-topic and -original-topic alike: %+v", res)
+	}
+	res, _ = replay("-topic", "edi_orders")
+	if res.Replayed != 1 || len(res.UUIDs) != 1 || res.UUIDs[0] != deadUUID(4) {
+		t.Errorf("-topic edi_orders: %+v", res)
+	}
+	rep = backlogJSON(t, s)
+	if got := counts(rep.Dead); rep.Dead.Messages != 1 || got["geofence_triggers"] != 1 || rep.Retry.Messages != 4 {
+		t.Errorf("after the alias: dead %+v, retry %d", rep.Dead, rep.Retry.Messages)
+	}
+
+	code, _, errOut = runCmd("replay", "-h")
+	if code != exitOK || !strings.Contains(errOut, "-original-topic topic") || !strings.Contains(errOut, "alias") {
+		t.Errorf("replay -h: %d %q", code, errOut)
 	}
 }

@@ -84,11 +84,22 @@ func TestSimBadFlags(t *testing.T) {
 		{[]string{"-duration", "49h"}, "-duration"},
 		{[]string{"extra"}, "extra"},
 		// Regression: a zero latency was replaced by the default.
-		{[]string{"-latency", "0"}, "-latency: must be > 0"},
-		{[]string{"-latency-p99", "0"}, "-latency-p99: must be > 0"},
-		{[]string{"-slow-median", "0"}, "-slow-median: must be > 0"},
-		{[]string{"-slow-p99", "0"}, "-slow-p99: must be > 0"},
-		{[]string{"-slow-call", "0"}, "-slow-call: must be > 0"},
+		// Regression: the message gave no range.
+		{[]string{"-latency", "0"}, "-latency: 0s is out of range, allowed (0, 1h]"},
+		{[]string{"-latency-p99", "0"}, "-latency-p99: 0s is out of range, allowed [-latency (20ms), 1h]"},
+		{[]string{"-slow-median", "0"}, "-slow-median: 0s is out of range, allowed (0, 1h]"},
+		{[]string{"-slow-p99", "0"}, "-slow-p99: 0s is out of range, allowed [-slow-median (300ms), 1h]"},
+		{[]string{"-slow-call", "0"}, "-slow-call: 0s is out of range, allowed > 0"},
+		{[]string{"-slow-call", "-1s"}, "-slow-call: -1s is out of range, allowed > 0"},
+		{[]string{"-drain-rate", "0"}, "-drain-rate: 0 is out of range, allowed (0, 100000] calls/s"},
+		{[]string{"-open-window", "0"}, "-open-window: 0s is out of range, allowed (0, 48h0m0s]"},
+		{[]string{"-max-open-window", "0"}, "-max-open-window: 0s is out of range, allowed [-open-window (5s), 48h0m0s]"},
+		// Regression: a million-hour open window was accepted.
+		{[]string{"-open-window", "1000000h"}, "-open-window: 1000000h0m0s is out of range, allowed (0, 48h0m0s]"},
+		{[]string{"-fixed-open-window=false", "-max-open-window", "49h"}, "-max-open-window: 49h0m0s is out of range, allowed [-open-window (5s), 48h0m0s]"},
+		// Regression: a bad output path failed only after the run.
+		{[]string{"-plot", "/nonexistent/dir/x.svg"}, "-plot: cannot write the output file"},
+		{[]string{"-o", "/nonexistent/dir/x.txt"}, "-o: cannot write the output file"},
 		// Regression: the largest run took 14 minutes.
 		{[]string{"-rate", "100000", "-duration", "60s"}, "-duration: 1m0s is out of range, allowed at most 2000000 offered calls (-rate × -duration)"},
 		// Regression: breakers that can never trip.
@@ -273,8 +284,23 @@ func TestSimFilesAndMarkdown(t *testing.T) {
 	if b, err := os.ReadFile(png); err != nil || !bytes.HasPrefix(b, []byte("\x89PNG")) {
 		t.Errorf("png: %v", err)
 	}
-	if code, _, e := runCmd("sim", "-plot", filepath.Join(dir, "missing", "p.svg"), "-strategies", "ramp"); code != exitError || e == "" {
-		t.Errorf("unwritable plot: code %d %q", code, e)
+	// An unwritable output file is a bad flag, found before the run: no
+	// table is printed.
+	for _, fl := range []string{"-plot", "-o"} {
+		code, out, e := runCmd("sim", fl, filepath.Join(dir, "missing", "p.svg"), "-strategies", "ramp")
+		if code != exitUsage || out != "" || !strings.Contains(e, fl+": cannot write the output file") {
+			t.Errorf("unwritable %s: code %d, stdout %q, stderr %q", fl, code, out, e)
+		}
+	}
+	// An existing output file is overwritten, not appended to.
+	if err := os.WriteFile(out, bytes.Repeat([]byte("old "), 10000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, e := runCmd("sim", "-format", "markdown", "-o", out, "-strategies", "eager"); code != exitOK {
+		t.Fatalf("rewrite: %d %s", code, e)
+	}
+	if md, err := os.ReadFile(out); err != nil || bytes.Contains(md, []byte("old ")) || !strings.HasPrefix(string(md), "Scenario fragile:") {
+		t.Errorf("rewritten markdown %.80q %v", md, err)
 	}
 }
 

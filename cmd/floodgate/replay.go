@@ -21,8 +21,10 @@ Moves dead letters back into the retry queue, oldest first, where the drainer
 delivers them again. Each is published to the retry stream and removed from the
 dead-letter stream only after JetStream confirmed the publish: an interrupted
 replay leaves a duplicate, never a loss. Its attempt count and age start afresh.
-Select all dead letters (the default), or those of one original topic, or those
-dead-lettered at least -older-than ago.
+Select all dead letters (the default), or those of one original topic
+(-original-topic, as in "floodgate purge"; -topic is an alias kept for old
+scripts), or those dead-lettered at least -older-than ago; -limit caps how
+many are moved.
 
 Flags:
 `
@@ -49,9 +51,11 @@ func parseReplayFlags(args []string, stderr io.Writer) (replayOptions, error) {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server `URL` (required), e.g. nats://127.0.0.1:4222")
-	fs.StringVar(&o.topic, "topic", "", "replay only dead letters whose original topic is this (default: any)")
+	var alias string
+	fs.StringVar(&o.topic, "original-topic", "", "replay only dead letters whose floodgate_original_topic is this `topic` (default: any)")
+	fs.StringVar(&alias, "topic", "", "the same as -original-topic `topic` (an alias kept for old scripts)")
 	fs.DurationVar(&o.olderThan, "older-than", 0, "replay only dead letters dead-lettered at least this long ago, >= 0 (default: any age)")
-	fs.IntVar(&o.limit, "limit", 0, "replay at most this many, >= 0 (default 0: no limit)")
+	fs.IntVar(&o.limit, "limit", 0, "replay at most this many (oldest first), >= 0 (default 0: no limit)")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "list what would be replayed; move nothing")
 	fs.StringVar(&o.retryTopic, "retry-topic", "floodgate_retry", "retry stream (retryqueue.Config.RetryTopic)")
 	fs.StringVar(&o.deadTopic, "dead-topic", "floodgate_dead", "dead-letter stream (retryqueue.Config.DeadLetterTopic)")
@@ -59,6 +63,14 @@ func parseReplayFlags(args []string, stderr io.Writer) (replayOptions, error) {
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up after this long, in (0, 24h]")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	if set["topic"] {
+		if set["original-topic"] && alias != o.topic {
+			return o, fmt.Errorf("-topic (an alias of -original-topic) %q and -original-topic %q differ; give one", alias, o.topic)
+		}
+		o.topic = alias
 	}
 	switch {
 	case fs.NArg() > 0:
@@ -74,14 +86,8 @@ func parseReplayFlags(args []string, stderr io.Writer) (replayOptions, error) {
 	case o.timeout <= 0 || o.timeout > 24*time.Hour:
 		return o, fmt.Errorf("-timeout must be in (0, 24h], got %v", o.timeout)
 	}
-	if err := jsq.ValidateTopic(o.retryTopic); err != nil {
-		return o, fmt.Errorf("-retry-topic: %w", err)
-	}
-	if err := jsq.ValidateTopic(o.deadTopic); err != nil {
-		return o, fmt.Errorf("-dead-topic: %w", err)
-	}
-	if o.retryTopic == o.deadTopic {
-		return o, fmt.Errorf("-retry-topic and -dead-topic must differ, both %q", o.retryTopic)
+	if msg := checkTopics(o.retryTopic, o.deadTopic); msg != "" {
+		return o, errors.New(msg)
 	}
 	return o, nil
 }

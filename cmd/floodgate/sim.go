@@ -132,14 +132,14 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&overflow, "overflow", f.Overflow.String(), "what happens to calls beyond -fragile-capacity or -capacity: `fail` or slow (latency -slow-median/-slow-p99; a slow call counts as an error or trips only when slower than -slow-call, so with the default -slow-p99 900ms and -slow-call 1s it is almost invisible)")
 	fs.Float64Var(&f.Capacity, "capacity", f.Capacity, "`calls` per second the healthy dependency serves normally; 0 is unlimited")
 	fs.BoolVar(&f.Backlog, "backlog", f.Backlog, "diverted and failed calls wait in a retry backlog, drained at -drain-rate once closed (eager: all at once)")
-	fs.Float64Var(&f.DrainRate, "drain-rate", f.DrainRate, "`calls` per second at which the backlog is drained while closed")
-	fs.DurationVar(&f.Healthy.Median, "latency", f.Healthy.Median, "median latency of a normal call")
-	fs.DurationVar(&f.Healthy.P99, "latency-p99", f.Healthy.P99, "P99 latency of a normal call")
-	fs.DurationVar(&f.Slow.Median, "slow-median", f.Slow.Median, "median latency of a slow call")
-	fs.DurationVar(&f.Slow.P99, "slow-p99", f.Slow.P99, "P99 latency of a slow call (a slow outage, or -overflow slow)")
-	fs.DurationVar(&f.SlowCallDuration, "slow-call", f.SlowCallDuration, "a call slower than this is slow: it trips the breaker at a 50% rate and fails a probe")
-	fs.DurationVar(&f.OpenWindow, "open-window", f.OpenWindow, "first open window (eager's fixed window)")
-	fs.DurationVar(&f.MaxOpenWindow, "max-open-window", f.MaxOpenWindow, "cap of the doubling, jittered open window")
+	fs.Float64Var(&f.DrainRate, "drain-rate", f.DrainRate, "`calls` per second at which the backlog is drained while closed, in (0, 100000]")
+	fs.DurationVar(&f.Healthy.Median, "latency", f.Healthy.Median, "median latency of a normal call, in (0, 1h]")
+	fs.DurationVar(&f.Healthy.P99, "latency-p99", f.Healthy.P99, "P99 latency of a normal call, in [-latency, 1h]")
+	fs.DurationVar(&f.Slow.Median, "slow-median", f.Slow.Median, "median latency of a slow call, in (0, 1h]")
+	fs.DurationVar(&f.Slow.P99, "slow-p99", f.Slow.P99, "P99 latency of a slow call (a slow outage, or -overflow slow), in [-slow-median, 1h]")
+	fs.DurationVar(&f.SlowCallDuration, "slow-call", f.SlowCallDuration, "a call slower than this is slow: it trips the breaker at a 50% rate and fails a probe; > 0")
+	fs.DurationVar(&f.OpenWindow, "open-window", f.OpenWindow, "first open window (eager's fixed window), in (0, 48h]")
+	fs.DurationVar(&f.MaxOpenWindow, "max-open-window", f.MaxOpenWindow, "cap of the doubling, jittered open window, in [-open-window, 48h]")
 	fs.BoolVar(&f.FixedOpenWindow, "fixed-open-window", f.FixedOpenWindow, "every strategy opens for exactly -open-window, unjittered (false: doubling up to -max-open-window, jittered)")
 	fs.DurationVar(&f.TripWindow, "trip-window", f.TripWindow, "judge failure rates over the last `duration` (0: over the last 20 calls), 0 or [10ms, 1h]")
 	fs.IntVar(&f.TripMinCalls, "trip-min-calls", f.TripMinCalls, "`calls` the window must hold before it can trip, [0, 1000000] (0: 10); with -trip-window, at most -rate × -trip-window")
@@ -186,6 +186,8 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	f.Seed = seed
+	preset := sc
+	sc = applyFlags(sc, f, set)
 	// A zero in the scenario means "the default"; given on the command
 	// line it is out of range.
 	for _, fl := range []struct {
@@ -198,31 +200,21 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 		{"open-window", float64(f.OpenWindow)}, {"max-open-window", float64(f.MaxOpenWindow)},
 	} {
 		if set[fl.name] && fl.v <= 0 {
-			return usageError(stderr, "-%s: must be > 0", fl.name)
+			return zeroFlagError(stderr, sc, preset, set, fl.name, fl.v)
 		}
 	}
-	preset := sc
-	sc = applyFlags(sc, f, set)
 	if err := sc.Validate(); err != nil {
-		var fe *sim.FieldError
-		if errors.As(err, &fe) {
-			if name, ok := scenarioFlags[fe.Field]; ok {
-				allowed := flagRange(fe.Field, fe.Allowed)
-				switch {
-				case set[name]:
-					return usageError(stderr, "-%s: %v is out of range, allowed %s", name, fe.Value, allowed)
-				case fe.Value == fieldValue(preset, fe.Field):
-					return usageError(stderr, "-%s: the preset's %v is out of range, allowed %s; set -%[1]s too", name, fe.Value, allowed)
-				default:
-					return usageError(stderr, "-%s: %v, derived from the preset's value and the flags given, is out of range, allowed %s; set -%[1]s too",
-						name, fe.Value, allowed)
-				}
-			}
-		}
-		return usageError(stderr, "%v", err)
+		return scenarioError(stderr, err, preset, set)
 	}
 	if modified(preset, sc) {
 		sc.Name = preset.Name + " (modified)"
+	}
+
+	// Check the output files before the run, which can take seconds.
+	for _, out := range []struct{ flag, path string }{{"o", o.out}, {"plot", o.plot}} {
+		if err := checkWritable(out.path); err != nil {
+			return usageError(stderr, "-%s: %v", out.flag, err)
+		}
 	}
 
 	results, err := sim.Run(sc, names)
@@ -389,6 +381,100 @@ func flagRange(field, allowed string) string {
 		"Rate × TripWindow", "-rate × -trip-window", "TripWindow", "-trip-window",
 		"FixedOpenWindow", "-fixed-open-window")
 	return r.Replace(allowed)
+}
+
+// scenarioError reports err, an invalid scenario, naming the flag at fault
+// and its allowed range; it returns exitUsage.
+func scenarioError(stderr io.Writer, err error, preset sim.Scenario, set map[string]bool) int {
+	var fe *sim.FieldError
+	if errors.As(err, &fe) {
+		if name, ok := scenarioFlags[fe.Field]; ok {
+			allowed := flagRange(fe.Field, fe.Allowed)
+			switch {
+			case set[name]:
+				return usageError(stderr, "-%s: %v is out of range, allowed %s", name, fe.Value, allowed)
+			case fe.Value == fieldValue(preset, fe.Field):
+				return usageError(stderr, "-%s: the preset's %v is out of range, allowed %s; set -%[1]s too", name, fe.Value, allowed)
+			default:
+				return usageError(stderr, "-%s: %v, derived from the preset's value and the flags given, is out of range, allowed %s; set -%[1]s too",
+					name, fe.Value, allowed)
+			}
+		}
+	}
+	return usageError(stderr, "%v", err)
+}
+
+// zeroFlagError reports flag -name given as v <= 0 where the scenario
+// takes 0 as "the default" (so sim.Validate cannot see it), with the
+// allowed range sim.Validate states for its field: it validates sc with
+// that field set to -1. It returns exitUsage.
+func zeroFlagError(stderr io.Writer, sc, preset sim.Scenario, set map[string]bool, name string, v float64) int {
+	field := ""
+	for fld, fl := range scenarioFlags {
+		if fl == name {
+			field = fld
+		}
+	}
+	value := any(v)
+	if fv := fieldRef(&sc, field); fv.IsValid() && fv.Type() == reflect.TypeFor[time.Duration]() {
+		value = time.Duration(v)
+	}
+	if setField(&sc, field, -1) {
+		var fe *sim.FieldError
+		err := sc.Validate()
+		if errors.As(err, &fe) && fe.Field == field {
+			return usageError(stderr, "-%s: %v is out of range, allowed %s", name, value, flagRange(fe.Field, fe.Allowed))
+		}
+		if err != nil {
+			return scenarioError(stderr, err, preset, set)
+		}
+	}
+	return usageError(stderr, "-%s: %v is out of range, allowed > 0", name, value)
+}
+
+// setField sets scenario field ("DrainRate", "Healthy.P99"), as named by
+// sim.FieldError, to v (in nanoseconds for a duration); it reports whether
+// sc has such a numeric field.
+func setField(sc *sim.Scenario, field string, v float64) bool {
+	rv := fieldRef(sc, field)
+	if !rv.IsValid() {
+		return false
+	}
+	switch rv.Kind() {
+	case reflect.Int64:
+		rv.SetInt(int64(v))
+	case reflect.Float64:
+		rv.SetFloat(v)
+	default:
+		return false
+	}
+	return true
+}
+
+// fieldRef returns the settable scenario field ("Rate", "Healthy.P99"), as
+// named by sim.FieldError, of *sc, or the zero Value if there is none.
+func fieldRef(sc *sim.Scenario, field string) reflect.Value {
+	rv := reflect.ValueOf(sc).Elem()
+	for name := range strings.SplitSeq(field, ".") {
+		if rv = rv.FieldByName(name); !rv.IsValid() {
+			return reflect.Value{}
+		}
+	}
+	return rv
+}
+
+// checkWritable reports whether file path ("" is none) can be written: it
+// opens it for writing, creating it empty if missing, and leaves what it
+// holds unchanged.
+func checkWritable(path string) error {
+	if path == "" {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("cannot write the output file: %w", err)
+	}
+	return f.Close()
 }
 
 // usageError prints a command-line error and returns exitUsage.

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -66,16 +67,30 @@ func (f *fleetFlags) check(write bool) string {
 		return fmt.Sprintf("-format: unknown format %q, allowed table or json", f.format)
 	case f.timeout <= 0 || f.timeout > time.Hour:
 		return fmt.Sprintf("-timeout must be in (0, 1h], got %v", f.timeout)
+	case f.name != "" && !validBreakerName.MatchString(f.name):
+		return fmt.Sprintf("-breaker: %q is not a valid name, allowed [-_=A-Za-z0-9]+ (no dots, no spaces)", f.name)
+	}
+	if err := (&natskv.Config{Bucket: f.bucket}).Validate(); err != nil {
+		return fmt.Sprintf("-bucket: %v", err)
 	}
 	return ""
 }
+
+// validBreakerName is the rule natskv applies to breaker names (they are
+// KV key tokens; natskv.ErrInvalidName), checked here before connecting.
+var validBreakerName = regexp.MustCompile(`^[-_=A-Za-z0-9]+$`)
+
+// errNoState marks a breaker with no shared state: no replica joined it.
+var errNoState = errors.New("no shared state (no replica has joined this breaker yet)")
 
 const statusUsage = `Usage: floodgate status -nats-url URL [-breaker NAME] [flags]
 
 Shows the shared state of the fleet-wide breakers (breaker.JoinFleet with a
 natskv store): state, epoch, consecutive trips, open window and its end,
 whether an operator forced it, the fleet's consecutive good probes, who wrote
-it and why, and the probe slots held (by replica).
+it and why, and the probe slots held (by replica). A -breaker with no shared
+state (no replica has joined it yet, or a misspelt name) and a missing
+bucket (no replica has joined any breaker yet) are errors: exit status 1.
 
 Flags:
 `
@@ -85,7 +100,11 @@ const fleetWriteUsage = `Usage: floodgate %s -nats-url URL -breaker NAME [flags]
 %s
 Every replica of the fleet applies it within its watch delay (at most its
 FleetConfig.ResyncInterval). The write is a compare-and-swap on the shared
-state's revision, retried on a concurrent change.
+state's revision, retried on a concurrent change. A breaker no replica has
+joined yet can be written (to isolate a partner before the first deploy:
+replicas that join it start from this state); a note on standard error says
+so, to make a misspelt name visible. A missing bucket is created as
+natskv.New creates it, with its defaults (1 replica, file storage).
 
 Flags:
 `
@@ -102,7 +121,15 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	nc, s, err := f.open(ctx)
+	nc, s, _, err := f.open(ctx, false)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		if f.name != "" {
+			fmt.Fprintf(stderr, "floodgate status: %s: %v; bucket %s does not exist\n", f.name, errNoState, f.bucket)
+		} else {
+			fmt.Fprintf(stderr, "floodgate status: bucket %s does not exist: no replica has joined a fleet-wide breaker on it yet\n", f.bucket)
+		}
+		return exitError
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "floodgate status:", err)
 		return exitError
@@ -118,6 +145,10 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	out := []breakerStatus{}
 	for _, n := range names {
 		st, err := readStatus(ctx, s, n)
+		if errors.Is(err, errNoState) {
+			fmt.Fprintf(stderr, "floodgate status: %s: %v\n", n, err)
+			return exitError
+		}
 		if err != nil {
 			fmt.Fprintln(stderr, "floodgate status:", err)
 			return exitError
@@ -127,10 +158,15 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	return writeStatus(stdout, stderr, f.format, out)
 }
 
+// readStatus reads name's shared state and probe leases. It returns an
+// error wrapping errNoState when name has no shared state.
 func readStatus(ctx context.Context, s *natskv.Store, name string) (breakerStatus, error) {
 	st, rev, err := s.Load(ctx, name)
 	if err != nil {
 		return breakerStatus{}, err
+	}
+	if rev == 0 {
+		return breakerStatus{}, errNoState
 	}
 	ls, err := s.Leases(ctx, name)
 	if err != nil {
@@ -202,22 +238,30 @@ func parseFleetFlags(fs *flag.FlagSet, args []string, f *fleetFlags, write bool,
 	return 0, false
 }
 
-func (f *fleetFlags) open(ctx context.Context) (*nats.Conn, *natskv.Store, error) {
+// open connects and returns a Store on the bucket. It binds to an existing
+// bucket; with create, a missing one is created as natskv.New creates it
+// (created reports that), else the error wraps jetstream.ErrBucketNotFound.
+func (f *fleetFlags) open(ctx context.Context, create bool) (*nats.Conn, *natskv.Store, bool, error) {
 	nc, err := nats.Connect(f.natsURL, nats.Name("floodgate-cli"), nats.Timeout(5*time.Second))
 	if err != nil {
-		return nil, nil, fmt.Errorf("connect to %s: %w", f.natsURL, err)
+		return nil, nil, false, fmt.Errorf("connect to %s: %w", f.natsURL, err)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
-		return nil, nil, err
+		return nil, nil, false, err
 	}
+	created := false
 	s, err := natskv.New(ctx, js, natskv.Config{Bucket: f.bucket, Bind: true})
+	if create && errors.Is(err, jetstream.ErrBucketNotFound) {
+		s, err = natskv.New(ctx, js, natskv.Config{Bucket: f.bucket})
+		created = err == nil
+	}
 	if err != nil {
 		nc.Close()
-		return nil, nil, err
+		return nil, nil, false, err
 	}
-	return nc, s, nil
+	return nc, s, created, nil
 }
 
 // fleetWrite is one of open, close and reset: it computes the new shared
@@ -263,13 +307,17 @@ func runFleetWrite(w fleetWrite, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	nc, s, err := f.open(ctx)
+	nc, s, created, err := f.open(ctx, true)
 	if err != nil {
 		fmt.Fprintf(stderr, "floodgate %s: %v\n", w.name, err)
 		return exitError
 	}
 	defer nc.Close()
+	if created {
+		fmt.Fprintf(stderr, "floodgate %s: note: bucket %s did not exist; created it (no replica has joined a fleet-wide breaker on it yet)\n", w.name, f.bucket)
+	}
 	reason := f.reason
+	joined := true
 	if reason == "" {
 		reason = "operator: floodgate " + w.name
 	}
@@ -279,6 +327,7 @@ func runFleetWrite(w fleetWrite, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "floodgate %s: %v\n", w.name, err)
 			return exitError
 		}
+		joined = rev > 0
 		next := w.apply(cur)
 		next.Epoch = cur.Epoch + 1
 		next.Successes, next.RampStart = 0, time.Time{}
@@ -292,6 +341,10 @@ func runFleetWrite(w fleetWrite, args []string, stdout, stderr io.Writer) int {
 			return exitError
 		}
 		break
+	}
+	if !joined {
+		fmt.Fprintf(stderr, "floodgate %s: note: no replica has joined breaker %q yet (it had no shared state); replicas that join it start from this state. Check the name if you expected one.\n",
+			w.name, f.name)
 	}
 	st, err := readStatus(ctx, s, f.name)
 	if err != nil {

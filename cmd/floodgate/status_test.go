@@ -95,14 +95,103 @@ func TestFleetCommands(t *testing.T) {
 }
 
 func TestFleetCommandsUsage(t *testing.T) {
-	for _, args := range [][]string{
-		{"status"},
-		{"open", "-nats-url", "nats://127.0.0.1:1"},
-		{"reset", "-nats-url", "nats://127.0.0.1:1", "-breaker", "x", "-format", "xml"},
+	for _, tc := range []struct {
+		args []string
+		flag string
+	}{
+		{[]string{"status"}, "-nats-url"},
+		{[]string{"open", "-nats-url", "nats://127.0.0.1:1"}, "-breaker"},
+		{[]string{"reset", "-nats-url", "nats://127.0.0.1:1", "-breaker", "x", "-format", "xml"}, "-format"},
+		// A name natskv cannot store is a bad flag, found before
+		// connecting (and before open creates a bucket).
+		{[]string{"open", "-nats-url", "nats://127.0.0.1:1", "-breaker", "edi.partner"}, "-breaker"},
+		{[]string{"status", "-nats-url", "nats://127.0.0.1:1", "-breaker", "two words"}, "-breaker"},
+		{[]string{"status", "-nats-url", "nats://127.0.0.1:1", "-bucket", "a.b"}, "-bucket"},
 	} {
 		var out, errb bytes.Buffer
-		if code := run(args, &out, &errb); code != exitUsage {
-			t.Errorf("%v: exit %d, want %d (%s)", args, code, exitUsage, errb.String())
+		if code := run(tc.args, &out, &errb); code != exitUsage || !strings.Contains(errb.String(), tc.flag) {
+			t.Errorf("%v: exit %d, want %d naming %s (%s)", tc.args, code, exitUsage, tc.flag, errb.String())
 		}
 	}
+}
+
+// TestFleetCommandsWithoutState: status of a breaker no replica has joined
+// (or of a bucket no replica has created) is an error that says so; open,
+// close and reset of one work (creating the bucket if needed) with a note
+// that makes a misspelt name visible, and a replica that joins later
+// starts from the state written.
+func TestFleetCommandsWithoutState(t *testing.T) {
+	url := natstest.URL(t)
+	js := natstest.JetStream(t, natstest.Conn(t, url))
+	bucket := natstest.Name(t, "kv")
+	t.Cleanup(func() { _ = js.DeleteKeyValue(context.Background(), bucket) })
+	cli := func(args ...string) (string, string, int) {
+		var out, errb bytes.Buffer
+		code := run(append(args, "-nats-url", url, "-bucket", bucket), &out, &errb)
+		return out.String(), errb.String(), code
+	}
+
+	// No bucket yet.
+	out, errs, code := cli("status", "-breaker", "partner")
+	if code != exitError || out != "" || !strings.Contains(errs, "partner: no shared state (no replica has joined this breaker yet)") ||
+		!strings.Contains(errs, "bucket "+bucket+" does not exist") {
+		t.Errorf("status -breaker before any bucket: exit %d, out %q, err %q", code, out, errs)
+	}
+	out, errs, code = cli("status")
+	if code != exitError || out != "" || !strings.Contains(errs, "bucket "+bucket+" does not exist") || strings.Contains(errs, "nats:") {
+		t.Errorf("status before any bucket: exit %d, out %q, err %q", code, out, errs)
+	}
+
+	// An operator isolates a partner before the first deploy.
+	out, errs, code = cli("open", "-breaker", "partner", "-format", "json")
+	if code != exitOK || !strings.Contains(errs, "bucket "+bucket+" did not exist; created it") ||
+		!strings.Contains(errs, `no replica has joined breaker "partner" yet`) {
+		t.Fatalf("open before any bucket: exit %d, out %q, err %q", code, out, errs)
+	}
+	var st []breakerStatus
+	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st) != 1 || st[0].State != "open" || !st[0].Shared.Forced || st[0].Revision == 0 {
+		t.Fatalf("open before any bucket: %+v, %v", st, err)
+	}
+	if _, err := js.KeyValue(context.Background(), bucket); err != nil {
+		t.Fatalf("bucket not created: %v", err)
+	}
+
+	// The bucket exists now; another name is still unknown.
+	out, errs, code = cli("status", "-breaker", "nosuch")
+	if code != exitError || out != "" || !strings.Contains(errs, "nosuch: no shared state (no replica has joined this breaker yet)") ||
+		strings.Contains(errs, "does not exist") {
+		t.Errorf("status -breaker nosuch: exit %d, out %q, err %q", code, out, errs)
+	}
+	_, errs, code = cli("close", "-breaker", "nosuch")
+	if code != exitOK || !strings.Contains(errs, `no replica has joined breaker "nosuch" yet`) || strings.Contains(errs, "created it") {
+		t.Errorf("close -breaker nosuch: exit %d, err %q", code, errs)
+	}
+	// Once it has a state, status shows it without a note.
+	out, errs, code = cli("status", "-breaker", "nosuch")
+	if code != exitOK || errs != "" || !strings.Contains(out, "nosuch") || !strings.Contains(out, "closed") {
+		t.Errorf("status after close: exit %d, out %q, err %q", code, out, errs)
+	}
+
+	// A replica that joins starts forced open; later writes have no note.
+	s, err := natskv.New(context.Background(), js, natskv.Config{Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := breaker.New(breaker.Config{Name: "partner"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop()
+	f, err := breaker.JoinFleet(b, breaker.FleetConfig{Store: s, Replica: "r1", ResyncInterval: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Leave()
+	natstest.Eventually(t, 3*time.Second, func() bool { return b.State() == breaker.StateOpen && b.Snapshot().Forced },
+		"replica that joined after open is not forced open")
+	_, errs, code = cli("reset", "-breaker", "partner")
+	if code != exitOK || strings.Contains(errs, "note") {
+		t.Errorf("reset of a joined breaker: exit %d, err %q", code, errs)
+	}
+	natstest.Eventually(t, 3*time.Second, func() bool { return b.State() == breaker.StateClosed }, "replica not reset")
 }

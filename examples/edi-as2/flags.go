@@ -61,5 +61,6 @@ func (o options) validate() error {
 	c.Duration("fragile", o.fragile, 0, time.Hour, false)
 	c.Duration("settle", o.settle, 0, time.Hour, true)
 	c.Addr("metrics-addr", o.metricsAddr)
+	c.OutputFile("summary", o.summary) // before the run, not after it
 	return c.Err()
 }

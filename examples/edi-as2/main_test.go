@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -76,6 +77,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-produce-for", "0s"}, "-produce-for"},
 		{[]string{"-settle", "-1s"}, "-settle"},
 		{[]string{"extra"}, "extra"},
+		// Regression: an unwritable summary failed only after the run.
+		{[]string{"-summary", filepath.Join(t.TempDir(), "missing", "s.json")}, "-summary: cannot write the output file"},
 		{[]string{"-metrics-addr", "9090"}, "-metrics-addr"},
 		{[]string{"-metrics-addr", ":99999"}, "-metrics-addr"},
 	} {

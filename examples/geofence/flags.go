@@ -78,6 +78,7 @@ func (o options) validate() error {
 	c.Duration("timeout", o.timeout, 0, time.Minute, true)
 	c.Duration("settle", o.settle, 0, time.Hour, true)
 	c.Addr("metrics-addr", o.metricsAddr)
+	c.OutputFile("summary", o.summary) // before the run, not after it
 	if o.fast >= o.slowCall {
 		c.Failf("-fast (%v) must be below -slow-call (%v), or the recovered consumer is slow", o.fast, o.slowCall)
 	}

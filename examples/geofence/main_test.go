@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -87,6 +88,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-dwell", "0s"}, "-dwell"},
 		{[]string{"-seed", "x"}, "-seed"},
 		{[]string{"extra"}, "extra"},
+		// Regression: an unwritable summary failed only after the run.
+		{[]string{"-summary", filepath.Join(t.TempDir(), "missing", "s.json")}, "-summary: cannot write the output file"},
 	} {
 		var stderr bytes.Buffer
 		_, err := parseFlags(tc.args, &stderr)

@@ -85,3 +85,20 @@ func WriteJSON(path string, v any) error {
 	}
 	return nil
 }
+
+// OutputFile checks that flag -name's file path ("" is none) can be
+// written, before a run that may take minutes ends by writing it: it opens
+// path for writing, creating it empty if it is missing, and leaves a file
+// that exists unchanged ([WriteJSON] replaces it later).
+func (f *FlagCheck) OutputFile(name, path string) {
+	if path == "" {
+		return
+	}
+	fh, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o644)
+	if err == nil {
+		err = fh.Close()
+	}
+	if err != nil {
+		f.errs = append(f.errs, fmt.Errorf("-%s: cannot write the output file: %w", name, err))
+	}
+}
