@@ -82,3 +82,15 @@ func (e *Error) Is(target error) bool {
 
 // Unwrap returns Cause.
 func (e *Error) Unwrap() error { return e.Cause }
+
+// RetryAfterDelay returns RetryAfter: the partner's minimum delay before the
+// next attempt, 0 when it gave none (and for a nil *Error). With it *Error
+// implements [github.com/floodgate-go/floodgate/retryqueue.RetryAfterError],
+// so a message diverted after this failure is not drained again before
+// then (within the retry queue's MaxRetryAfter cap).
+func (e *Error) RetryAfterDelay() time.Duration {
+	if e == nil {
+		return 0
+	}
+	return e.RetryAfter
+}

@@ -1,9 +1,17 @@
 package deliver
 
 import (
+	"errors"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/floodgate-go/floodgate/retryqueue"
 )
+
+// *Error is the retry queue's RetryAfterError, so the queue honours the
+// partner's Retry-After without importing this package.
+var _ retryqueue.RetryAfterError = (*Error)(nil)
 
 func TestParseRetryAfter(t *testing.T) {
 	now := time.Date(2025, 3, 14, 9, 30, 0, 0, time.UTC)
@@ -39,5 +47,21 @@ func TestClassifyHTTPAtRetryAfterDate(t *testing.T) {
 	de, ok := err.(*Error)
 	if !ok || de.RetryAfter != 10*time.Second || de.Kind != ErrRetryable {
 		t.Fatalf("classifyHTTPAt = %#v", err)
+	}
+}
+
+// The retry queue finds the hint with errors.As through the handler's
+// wrapping; an *Error without a hint, and a nil *Error, report 0.
+func TestErrorRetryAfterDelay(t *testing.T) {
+	err := fmt.Errorf("handler: %w", classifyHTTPAt(429, "60", time.Now()))
+	var ra retryqueue.RetryAfterError
+	if !errors.As(err, &ra) || ra.RetryAfterDelay() != time.Minute {
+		t.Fatalf("errors.As(%v) found %v, want a RetryAfterError with 1m", err, ra)
+	}
+	if d := (&Error{Kind: ErrRetryable, StatusCode: 503}).RetryAfterDelay(); d != 0 {
+		t.Errorf("no hint: RetryAfterDelay = %v, want 0", d)
+	}
+	if d := (*Error)(nil).RetryAfterDelay(); d != 0 {
+		t.Errorf("nil: RetryAfterDelay = %v, want 0", d)
 	}
 }

@@ -58,9 +58,24 @@ type Config struct {
 	MaxAge time.Duration
 	// Backoff returns how long after its attempt-th failed delivery
 	// (attempt >= 1) a message is not eligible for the drain
-	// ([MetaNotBefore]). It must be a pure function of attempt.
+	// ([MetaNotBefore]); a longer Retry-After hint from the partner
+	// replaces it (see MaxRetryAfter). It must be a pure function of
+	// attempt.
 	// Optional. Default [DefaultBackoff]: 1s doubling to at most 5m.
 	Backoff func(attempt int) time.Duration
+	// MaxRetryAfter caps the partner's Retry-After hint ([RetryAfterError],
+	// RFC 9110 §10.2.3) on a failed delivery, so a partner cannot park a
+	// message for days: [MetaNotBefore] is the failure time plus the larger
+	// of Backoff(attempt) and the hint capped at MaxRetryAfter. The hint is
+	// also capped at the time left until MaxAge has passed since the first
+	// diversion, so it never holds a message past the point where MaxAge
+	// dead-letters it instead of diverting it again (the message gets its
+	// last attempt then); the backoff alone is never cut. The default honours
+	// the usual 429 and 503 hints (seconds to an hour) while bounding what a
+	// partner can add to a message's life to MaxAttempts · MaxRetryAfter
+	// (10h with the defaults), well within the default MaxAge.
+	// Optional. Default 1h. Valid range > 0.
+	MaxRetryAfter time.Duration
 	// MaxErrorLen is the maximum length in bytes of [MetaLastError].
 	// Optional. Default 512. Valid range >= 16.
 	MaxErrorLen int
@@ -104,6 +119,9 @@ func (c *Config) setDefaults() {
 	if c.Backoff == nil {
 		c.Backoff = DefaultBackoff
 	}
+	if c.MaxRetryAfter == 0 {
+		c.MaxRetryAfter = time.Hour
+	}
 	if c.MaxErrorLen == 0 {
 		c.MaxErrorLen = 512
 	}
@@ -115,34 +133,46 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports the first invalid field, wrapping [ErrInvalidConfig]. It
-// expects defaults to be set for the optional fields it checks.
+// Validate reports whether c, with defaults applied to its zero fields, is
+// valid: the check [New] makes. It does not modify c. The error wraps
+// [ErrInvalidConfig] and names the field and its allowed range.
 func (c Config) Validate() error {
+	c.setDefaults()
+	return c.validate()
+}
+
+// validate requires defaults set.
+func (c *Config) validate() error {
 	switch {
 	case c.Publisher == nil:
 		return fmt.Errorf("%w: Publisher is required", ErrInvalidConfig)
-	case c.PublishTimeout < 0:
+	case c.PublishTimeout <= 0:
 		return fmt.Errorf("%w: PublishTimeout must be > 0, got %s", ErrInvalidConfig, c.PublishTimeout)
 	case c.MaxAttempts < 1:
 		return fmt.Errorf("%w: MaxAttempts must be >= 1, got %d", ErrInvalidConfig, c.MaxAttempts)
-	case c.MaxAge < 0:
+	case c.MaxAge <= 0:
 		return fmt.Errorf("%w: MaxAge must be > 0, got %s", ErrInvalidConfig, c.MaxAge)
-	case c.MaxErrorLen < 16 && c.MaxErrorLen != 0:
+	case c.MaxRetryAfter <= 0:
+		return fmt.Errorf("%w: MaxRetryAfter must be > 0, got %s", ErrInvalidConfig, c.MaxRetryAfter)
+	case c.MaxErrorLen < 16:
 		return fmt.Errorf("%w: MaxErrorLen must be >= 16, got %d", ErrInvalidConfig, c.MaxErrorLen)
-	case c.MaxHistory < 0 || c.MaxHistory > 100:
+	case c.MaxHistory < 1 || c.MaxHistory > 100:
 		return fmt.Errorf("%w: MaxHistory must be in 1..100, got %d", ErrInvalidConfig, c.MaxHistory)
-	case c.RetryTopic != "" && c.RetryTopic == c.DeadLetterTopic:
+	}
+	return c.validateTopics()
+}
+
+// validateTopics checks RetryTopic and DeadLetterTopic; it requires
+// defaults set. [Provision] uses it too.
+func (c *Config) validateTopics() error {
+	if c.RetryTopic == c.DeadLetterTopic {
 		return fmt.Errorf("%w: RetryTopic and DeadLetterTopic must differ, both %q", ErrInvalidConfig, c.RetryTopic)
 	}
-	if c.RetryTopic != "" {
-		if err := jsq.ValidateTopic(c.RetryTopic); err != nil {
-			return fmt.Errorf("%w: RetryTopic: %w", ErrInvalidConfig, err)
-		}
+	if err := jsq.ValidateTopic(c.RetryTopic); err != nil {
+		return fmt.Errorf("%w: RetryTopic: %w", ErrInvalidConfig, err)
 	}
-	if c.DeadLetterTopic != "" {
-		if err := jsq.ValidateTopic(c.DeadLetterTopic); err != nil {
-			return fmt.Errorf("%w: DeadLetterTopic: %w", ErrInvalidConfig, err)
-		}
+	if err := jsq.ValidateTopic(c.DeadLetterTopic); err != nil {
+		return fmt.Errorf("%w: DeadLetterTopic: %w", ErrInvalidConfig, err)
 	}
 	return nil
 }

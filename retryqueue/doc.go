@@ -26,8 +26,9 @@
 // messages pending ack while the breaker is open: a source consumer with
 // MaxAckPending = 2 diverts hundreds of messages a second. A message
 // diverted after a failed delivery carries [MetaNotBefore], its
-// attempt-based backoff ([Config.Backoff]); the drainer does not deliver it
-// before then.
+// attempt-based backoff ([Config.Backoff]), lengthened by the partner's
+// Retry-After hint when the failure carries a longer one
+// ([RetryAfterError]); the drainer does not deliver it before then.
 //
 // Shutdown: a diversion whose publish is not confirmed (the publisher or
 // connection closed under it, the server gone) returns an error, so the

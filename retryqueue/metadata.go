@@ -35,8 +35,11 @@ const (
 	// truncated to [Config.MaxErrorLen] bytes.
 	MetaLastError = "floodgate_last_error"
 	// MetaNotBefore is the earliest time the drainer may deliver the message
-	// again: the time of the failed attempt plus [Config.Backoff]. Absent
-	// when the message was never diverted after a failure.
+	// again: the time of the failed attempt plus [Config.Backoff], or plus
+	// the partner's Retry-After hint when the error carried a longer one
+	// ([RetryAfterError], capped at [Config.MaxRetryAfter] and at the
+	// [Config.MaxAge] deadline). Absent when the message was never diverted
+	// after a failure.
 	MetaNotBefore = "floodgate_not_before"
 	// MetaDeadReason is why a message was dead-lettered: one of the
 	// DeadReason constants or the reason given to [Queue.DeadLetter].
@@ -80,6 +83,12 @@ type HistoryEntry struct {
 	// Error is the delivery error that caused the event, if any, truncated
 	// to [Config.MaxErrorLen] bytes.
 	Error string `json:"error,omitempty"`
+	// RetryAfter is the partner's Retry-After hint carried by the error of
+	// a [ReasonFailure] diversion ([RetryAfterError]), as the partner gave
+	// it, before [Config.MaxRetryAfter] capped it; 0 (left out of the JSON)
+	// when there was none. [MetaNotBefore] holds the delay applied. In the
+	// JSON it is in nanoseconds, as encoding/json writes a time.Duration.
+	RetryAfter time.Duration `json:"retry_after,omitempty"`
 }
 
 // History events ([HistoryEntry.Event]).
@@ -234,7 +243,7 @@ func (q *Queue) Malformed(msg *message.Message) (reason string, bad bool) {
 		// (not_before) or keep MaxAge from ever applying.
 		limit := now.Add(maxClockSkew)
 		if k == MetaNotBefore {
-			limit = now.Add(q.cfg.Backoff(q.cfg.MaxAttempts) + maxClockSkew)
+			limit = now.Add(max(q.cfg.Backoff(q.cfg.MaxAttempts), q.cfg.MaxRetryAfter) + maxClockSkew)
 		}
 		if t.After(limit) {
 			return fmt.Sprintf("%s %q is later than %s", k, v, limit.UTC().Format(TimeFormat)), true
@@ -304,6 +313,10 @@ func encodeEntry(b []byte, e HistoryEntry) []byte {
 	if e.Error != "" {
 		b = append(b, `,"error":`...)
 		b = appendJSONString(b, e.Error)
+	}
+	if e.RetryAfter != 0 {
+		b = append(b, `,"retry_after":`...)
+		b = strconv.AppendInt(b, int64(e.RetryAfter), 10)
 	}
 	return append(b, '}')
 }

@@ -82,7 +82,10 @@ func (q *Queue) Stats() QueueStats {
 //     from ([message.SubscribeTopicFromCtx]);
 //   - [MetaFirstDivertedAt]: kept if present, else now;
 //   - for [ReasonFailure]: [MetaLastError] from cause (truncated to
-//     [Config.MaxErrorLen]) and [MetaNotBefore] = now + [Config.Backoff].
+//     [Config.MaxErrorLen]) and [MetaNotBefore] = now + [Config.Backoff],
+//     or + the partner's Retry-After hint when cause carries a longer one
+//     ([RetryAfterError]; capped at [Config.MaxRetryAfter] and at the
+//     [Config.MaxAge] deadline), recorded in [HistoryEntry.RetryAfter].
 //
 // Instead of diverting, it dead-letters msg (see [Queue.DeadLetter]) when
 // its metadata is malformed ([Queue.Malformed], [DeadReasonMalformed]), when
@@ -145,7 +148,12 @@ func (q *Queue) Route(ctx context.Context, msg *message.Message, reason Reason, 
 			c.Metadata.Set(MetaLastError, truncate(cause.Error(), q.cfg.MaxErrorLen))
 			entry.Error = truncate(cause.Error(), q.cfg.MaxErrorLen)
 		}
-		c.Metadata.Set(MetaNotBefore, formatTime(now.Add(q.cfg.Backoff(attempt))))
+		// The partner's Retry-After hint, if the cause carries one, is a
+		// minimum delay: it lengthens the backoff, within MaxRetryAfter
+		// and the MaxAge deadline.
+		hint := retryAfter(cause)
+		entry.RetryAfter = hint
+		c.Metadata.Set(MetaNotBefore, formatTime(now.Add(q.cfg.failureDelay(attempt, hint, now, first))))
 	}
 	var lastErr error
 	if reason == ReasonFailure {

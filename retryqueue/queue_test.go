@@ -2,15 +2,22 @@ package retryqueue_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/floodgate-go/floodgate/deliver/webhook"
 	"github.com/floodgate-go/floodgate/internal/natstest"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
@@ -335,6 +342,7 @@ func TestConfigValidation(t *testing.T) {
 		{"age", retryqueue.Config{Publisher: nopPublisher{}, MaxAge: -time.Hour}, "MaxAge"},
 		{"error len", retryqueue.Config{Publisher: nopPublisher{}, MaxErrorLen: 8}, "MaxErrorLen"},
 		{"history", retryqueue.Config{Publisher: nopPublisher{}, MaxHistory: 101}, "MaxHistory"},
+		{"retry after", retryqueue.Config{Publisher: nopPublisher{}, MaxRetryAfter: -time.Second}, "MaxRetryAfter"},
 		{"same topics", retryqueue.Config{Publisher: nopPublisher{}, RetryTopic: "x", DeadLetterTopic: "x"}, "DeadLetterTopic"},
 		{"dotted topic", retryqueue.Config{Publisher: nopPublisher{}, RetryTopic: "retry.queue"}, "RetryTopic"},
 	}
@@ -448,5 +456,137 @@ func TestExponentialBackoffNeverOverflows(t *testing.T) {
 			t.Fatalf("attempt %d: %v < attempt %d's %v", a, d, a-1, prev)
 		}
 		prev = d
+	}
+}
+
+// retryAfterErr is a delivery error carrying a partner's Retry-After hint.
+type retryAfterErr time.Duration
+
+func (e retryAfterErr) Error() string {
+	return fmt.Sprintf("HTTP 429 (retry after %s)", time.Duration(e))
+}
+func (e retryAfterErr) RetryAfterDelay() time.Duration { return time.Duration(e) }
+
+// Regression (fresh-user trial): the partner's Retry-After was parsed but
+// never used, so a 429 "Retry-After: 60" gave not_before = +1s. A failure
+// whose cause carries a hint now waits max(backoff, hint), the hint capped
+// at MaxRetryAfter and at the MaxAge deadline; the history records the hint
+// as given.
+func TestDivertHonoursRetryAfter(t *testing.T) {
+	clock := newFakeClock()
+	e := newEnv(t, natstest.URL(t), func(c *retryqueue.Config) {
+		c.Clock = clock
+		c.Backoff = func(int) time.Duration { return 30 * time.Second }
+		c.MaxRetryAfter = 10 * time.Minute
+		c.MaxAge = time.Hour
+	})
+	for i, tc := range []struct {
+		name   string
+		reason retryqueue.Reason
+		cause  error
+		age    time.Duration // since the first diversion
+		want   time.Duration // not_before - now; < 0: absent
+		hint   time.Duration // in the history entry
+	}{
+		{"no hint", retryqueue.ReasonFailure, errors.New("HTTP 503"), 0, 30 * time.Second, 0},
+		{"nil cause", retryqueue.ReasonFailure, nil, 0, 30 * time.Second, 0},
+		{"hint shorter than the backoff", retryqueue.ReasonFailure, retryAfterErr(10 * time.Second), 0, 30 * time.Second, 10 * time.Second},
+		{"hint longer than the backoff", retryqueue.ReasonFailure, retryAfterErr(90 * time.Second), 0, 90 * time.Second, 90 * time.Second},
+		{"hint in a wrapped cause", retryqueue.ReasonFailure, fmt.Errorf("handler: %w", retryAfterErr(2*time.Minute)), 0, 2 * time.Minute, 2 * time.Minute},
+		{"hint capped at MaxRetryAfter", retryqueue.ReasonFailure, retryAfterErr(3 * time.Hour), 0, 10 * time.Minute, 3 * time.Hour},
+		{"hint capped at the MaxAge deadline", retryqueue.ReasonFailure, retryAfterErr(8 * time.Minute), 55 * time.Minute, 5 * time.Minute, 8 * time.Minute},
+		{"MaxAge deadline never cuts the backoff", retryqueue.ReasonFailure, retryAfterErr(8 * time.Minute), 59*time.Minute + 50*time.Second, 30 * time.Second, 8 * time.Minute},
+		{"negative hint", retryqueue.ReasonFailure, retryAfterErr(-5 * time.Second), 0, 30 * time.Second, 0},
+		{"not a failure", retryqueue.ReasonOpen, retryAfterErr(time.Minute), 0, -1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := clock.Now()
+			msg := message.NewMessage(fmt.Sprintf("uuid-ra-%d", i), []byte("p"))
+			if tc.age > 0 {
+				msg.Metadata.Set(retryqueue.MetaFirstDivertedAt, ts(now.Add(-tc.age)))
+			}
+			if dead, err := e.q.Route(context.Background(), msg, tc.reason, tc.cause); err != nil || dead != "" {
+				t.Fatalf("Route = %q, %v; want diverted", dead, err)
+			}
+			m := last(t, e.js, e.q.RetryTopic())
+			if m.UUID != msg.UUID {
+				t.Fatalf("last diverted %s, want %s", m.UUID, msg.UUID)
+			}
+			wantNB := "<absent>"
+			if tc.want >= 0 {
+				wantNB = ts(now.Add(tc.want))
+			}
+			wantMeta(t, m, map[string]string{retryqueue.MetaNotBefore: wantNB})
+			h, err := retryqueue.History(m)
+			if err != nil || len(h) != 1 {
+				t.Fatalf("history %v, %v; want one entry", h, err)
+			}
+			if h[0].RetryAfter != tc.hint {
+				t.Errorf("history retry_after = %v, want %v", h[0].RetryAfter, tc.hint)
+			}
+			// The hand-written history entry is what encoding/json writes.
+			if want, _ := json.Marshal(h); m.Metadata.Get(retryqueue.MetaHistory) != string(want) {
+				t.Errorf("history\n got %s\nwant %s", m.Metadata.Get(retryqueue.MetaHistory), want)
+			}
+			// The far not_before a capped hint gives is not malformed: the
+			// message can be drained and diverted again.
+			if why, bad := e.q.Malformed(m); bad {
+				t.Errorf("diverted message is malformed: %s", why)
+			}
+		})
+	}
+}
+
+// MaxRetryAfter defaults to 1h and must be > 0.
+func TestMaxRetryAfterDefault(t *testing.T) {
+	clock := newFakeClock()
+	e := newEnv(t, natstest.URL(t), func(c *retryqueue.Config) { c.Clock = clock })
+	msg := message.NewMessage("uuid-ra-default", []byte("p"))
+	if err := e.q.Divert(context.Background(), msg, retryqueue.ReasonFailure, retryAfterErr(3*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	wantMeta(t, last(t, e.js, e.q.RetryTopic()), map[string]string{
+		retryqueue.MetaNotBefore: ts(clock.Now().Add(time.Hour)),
+	})
+}
+
+// Regression (fresh-user trial), end to end through a real webhook
+// endpoint: a partner answering 429 with "Retry-After: 60" gets its minute
+// on every attempt, not DefaultBackoff's 1s, 2s.
+func TestDivertHonoursWebhookRetryAfter(t *testing.T) {
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Retry-After", "60")
+		http.Error(w, "slow down", http.StatusTooManyRequests)
+	}))
+	defer srv.Close()
+	sender, err := webhook.NewSender(webhook.Config{URL: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := newFakeClock()
+	e := newEnv(t, natstest.URL(t), func(c *retryqueue.Config) { c.Clock = clock })
+	msg := message.NewMessage("uuid-webhook-429", []byte(`{"order":42}`))
+	for attempt := 1; attempt <= 2; attempt++ {
+		serr := sender.Send(context.Background(), msg.UUID, msg.Payload)
+		if serr == nil {
+			t.Fatal("Send = nil, want the 429")
+		}
+		if err := e.q.Divert(context.Background(), msg, retryqueue.ReasonFailure, serr); err != nil {
+			t.Fatal(err)
+		}
+		msg = last(t, e.js, e.q.RetryTopic())
+		wantMeta(t, msg, map[string]string{
+			retryqueue.MetaAttempt:   strconv.Itoa(attempt),
+			retryqueue.MetaNotBefore: ts(clock.Now().Add(time.Minute)),
+		})
+		if t.Failed() {
+			t.Fatalf("attempt %d: %v", attempt, serr)
+		}
+		clock.Advance(time.Minute)
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("endpoint called %d times, want 2", n)
 	}
 }
