@@ -432,14 +432,13 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports whether the configuration, with defaults applied to its
-// zero fields, is usable. It does not modify c. Each error wraps
-// [ErrInvalidConfig] (as a [*ConfigError]) and names the field and the
+// Validate reports whether c, with defaults applied to its zero fields, is
+// valid: the check [New] makes. It does not modify c. The error wraps
+// [ErrInvalidConfig] (as a [*ConfigError]) and names the field and its
 // allowed range.
-func (c *Config) Validate() error {
-	cc := *c
-	cc.setDefaults()
-	return cc.validate()
+func (c Config) Validate() error {
+	c.setDefaults()
+	return c.validate()
 }
 
 func badRate(f float64) bool { return math.IsNaN(f) || math.IsInf(f, 0) }

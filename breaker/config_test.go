@@ -3,6 +3,7 @@ package breaker_test
 import (
 	"errors"
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -180,5 +181,43 @@ func TestValidate(t *testing.T) {
 	small := breaker.Config{WindowSize: 5}
 	if err := small.Validate(); err != nil {
 		t.Fatalf("small window with default minimum: %v", err)
+	}
+}
+
+// Validate has a value receiver, like every config's in the module: it
+// takes a value or a composite literal, applies the defaults to its own
+// copy, and leaves the caller's config as it is.
+func TestValidateOnValues(t *testing.T) {
+	st := breaker.NewMemoryStore(nil)
+	for _, tc := range []struct {
+		name  string
+		cfg   interface{ Validate() error }
+		field string // "" for valid
+	}{
+		{"Config minimal", breaker.Config{}, ""},
+		{"Config SuccessesToClose", breaker.Config{SuccessesToClose: -1}, "SuccessesToClose"},
+		{"Config MaxOpenWindow", breaker.Config{MaxOpenWindow: time.Millisecond}, "MaxOpenWindow"},
+		{"FleetConfig minimal", breaker.FleetConfig{Store: st}, ""},
+		{"FleetConfig ProbeLeaseTTL", breaker.FleetConfig{Store: st, ProbeLeaseTTL: time.Millisecond}, "FleetConfig.ProbeLeaseTTL"},
+		{"FleetConfig Store", breaker.FleetConfig{}, "FleetConfig.Store"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.cfg.Validate()
+			var ce *breaker.ConfigError
+			switch {
+			case tc.field == "" && err != nil:
+				t.Fatalf("Validate = %v, want nil", err)
+			case tc.field != "" && (!errors.Is(err, breaker.ErrInvalidConfig) || !errors.As(err, &ce) || ce.Field != tc.field):
+				t.Fatalf("Validate = %v, want a ConfigError for %s", err, tc.field)
+			}
+		})
+	}
+	c := breaker.Config{WindowSize: 5}
+	if err := c.Validate(); err != nil || !reflect.DeepEqual(c, breaker.Config{WindowSize: 5}) {
+		t.Errorf("Config.Validate = %v, config now %+v; want nil and unchanged", err, c)
+	}
+	f := breaker.FleetConfig{Store: st}
+	if err := f.Validate(); err != nil || !reflect.DeepEqual(f, breaker.FleetConfig{Store: st}) {
+		t.Errorf("FleetConfig.Validate = %v, config now %+v; want nil and unchanged", err, f)
 	}
 }

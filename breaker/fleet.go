@@ -91,18 +91,19 @@ func (c *FleetConfig) setDefaults(b *Breaker) {
 	c.setDefaultsStatic()
 }
 
-// Validate reports whether the configuration, with its zero fields at their
-// defaults, is usable. It does not modify c. Errors wrap [ErrInvalidConfig]
-// and name the field and the allowed range. [JoinFleet] also checks
-// FallbackProbes against the breaker's ProbeConcurrency.
-func (c *FleetConfig) Validate() error {
-	cc := *c
-	if cc.ProbeLeaseTTL == 0 {
-		cc.ProbeLeaseTTL = minProbeLeaseTTL
+// Validate reports whether c, with defaults applied to its zero fields, is
+// valid. It does not modify c. The error wraps [ErrInvalidConfig] (as a
+// [*ConfigError]) and names the field and its allowed range. The defaults
+// and limits that depend on the breaker are taken at their most permissive
+// without one: [JoinFleet] also checks FallbackProbes against the breaker's
+// ProbeConcurrency, and defaults ProbeLeaseTTL from its MaxProbeWait.
+func (c FleetConfig) Validate() error {
+	if c.ProbeLeaseTTL == 0 {
+		c.ProbeLeaseTTL = minProbeLeaseTTL
 	}
-	cc.Replica = "x"
-	cc.setDefaultsStatic()
-	return cc.validate(maxProbes)
+	c.Replica = "x"
+	c.setDefaultsStatic()
+	return c.validate(maxProbes)
 }
 
 func (c *FleetConfig) setDefaultsStatic() {

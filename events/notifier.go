@@ -68,13 +68,20 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports the first invalid field, wrapping [ErrInvalidConfig].
-// Zero optional fields are valid (they take their defaults).
+// Validate reports whether c, with defaults applied to its zero fields, is
+// valid: the check [New] makes. It does not modify c. The error wraps
+// [ErrInvalidConfig] and names the field and its allowed range.
 func (c Config) Validate() error {
+	c.setDefaults()
+	return c.validate()
+}
+
+// validate requires defaults set.
+func (c *Config) validate() error {
 	switch {
-	case c.Buffer < 0 || c.Buffer > maxBuffer:
+	case c.Buffer < 1 || c.Buffer > maxBuffer:
 		return fmt.Errorf("%w: Buffer must be in 1..%d, got %d", ErrInvalidConfig, maxBuffer, c.Buffer)
-	case c.PublishTimeout < 0:
+	case c.PublishTimeout <= 0:
 		return fmt.Errorf("%w: PublishTimeout must be > 0, got %v", ErrInvalidConfig, c.PublishTimeout)
 	}
 	return nil
@@ -112,10 +119,10 @@ type Notifier struct {
 // returns an error wrapping "invalid config" and [ErrInvalidConfig] naming
 // the field and its allowed range.
 func New(cfg Config) (*Notifier, error) {
-	if err := cfg.Validate(); err != nil {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
-	cfg.setDefaults()
 	n := &Notifier{cfg: cfg, ch: make(chan Transition, cfg.Buffer), done: make(chan struct{})}
 	go n.loop()
 	return n, nil

@@ -3,6 +3,7 @@ package events_test
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -210,5 +211,36 @@ func TestConfigAndDecode(t *testing.T) {
 	m.Metadata.Set(events.MetaEvent, "other")
 	if _, err := events.Decode(m); !errors.Is(err, events.ErrNotTransition) {
 		t.Errorf("decode of a foreign message: %v", err)
+	}
+}
+
+// Config.Validate checks the config as [events.New] uses it, defaults
+// applied to its zero fields, and leaves it as it is.
+func TestConfigValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   events.Config
+		field string // "" for valid
+	}{
+		{"minimal", events.Config{}, ""},
+		{"Buffer", events.Config{Buffer: 1<<16 + 1}, "Buffer must be in 1..65536, got 65537"},
+		{"PublishTimeout", events.Config{PublishTimeout: -time.Second}, "PublishTimeout must be > 0, got -1s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := tc.cfg
+			err := tc.cfg.Validate()
+			if !reflect.DeepEqual(tc.cfg, before) {
+				t.Errorf("Validate modified the config: %+v, was %+v", tc.cfg, before)
+			}
+			if tc.field == "" {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, events.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
+				t.Errorf("Validate = %v, want ErrInvalidConfig naming %q", err, tc.field)
+			}
+		})
 	}
 }

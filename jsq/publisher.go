@@ -43,12 +43,20 @@ func (c *PublisherConfig) setDefaults() {
 	}
 }
 
-// Validate reports the first invalid field, wrapping [ErrInvalidConfig].
+// Validate reports whether c, with defaults applied to its zero fields, is
+// valid: the check [NewPublisher] makes. It does not modify c. The error
+// wraps [ErrInvalidConfig] and names the field and its allowed range.
 func (c PublisherConfig) Validate() error {
+	c.setDefaults()
+	return c.validate()
+}
+
+// validate requires defaults set.
+func (c *PublisherConfig) validate() error {
 	if c.URL == "" && c.Conn == nil {
 		return fmt.Errorf("%w: URL or Conn is required", ErrInvalidConfig)
 	}
-	if c.PublishTimeout < 0 {
+	if c.PublishTimeout <= 0 {
 		return fmt.Errorf("%w: PublishTimeout must be > 0, got %s", ErrInvalidConfig, c.PublishTimeout)
 	}
 	return nil
@@ -79,7 +87,7 @@ type Publisher struct {
 // connection error.
 func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
 	p := &Publisher{nc: cfg.Conn, timeout: cfg.PublishTimeout}

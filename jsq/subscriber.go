@@ -97,8 +97,16 @@ func (c *SubscriberConfig) setDefaults() {
 	}
 }
 
-// Validate reports the first invalid field, wrapping [ErrInvalidConfig].
+// Validate reports whether c, with defaults applied to its zero fields, is
+// valid: the check [NewSubscriber] makes. It does not modify c. The error
+// wraps [ErrInvalidConfig] and names the field and its allowed range.
 func (c SubscriberConfig) Validate() error {
+	c.setDefaults()
+	return c.validate()
+}
+
+// validate requires defaults set.
+func (c *SubscriberConfig) validate() error {
 	switch {
 	case c.URL == "":
 		return fmt.Errorf("%w: URL is required", ErrInvalidConfig)
@@ -163,7 +171,7 @@ type Subscriber struct {
 // wrapping "invalid config" and [ErrInvalidConfig], or the connection error.
 func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
 	nc, err := Connect(cfg.URL, cfg.ConnectOptions...)

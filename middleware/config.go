@@ -71,14 +71,22 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports the first invalid field of c, wrapping [ErrInvalidConfig].
-func (c *Config) Validate() error {
+// Validate reports whether c, with defaults applied to its zero fields, is
+// valid: the check [New] makes. It does not modify c. The error wraps
+// [ErrInvalidConfig] and names the field and its allowed range.
+func (c Config) Validate() error {
+	c.setDefaults()
+	return c.validate()
+}
+
+// validate requires defaults set.
+func (c *Config) validate() error {
 	switch {
 	case c.Breaker == nil:
 		return fmt.Errorf("%w: Breaker is required", ErrInvalidConfig)
 	case c.Queue == nil:
 		return fmt.Errorf("%w: Queue is required", ErrInvalidConfig)
-	case c.Timeout < 0:
+	case c.Timeout <= 0:
 		return fmt.Errorf("%w: Timeout must be > 0, got %v", ErrInvalidConfig, c.Timeout)
 	}
 	return nil

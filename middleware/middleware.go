@@ -22,7 +22,7 @@ import (
 // handler goroutines; all its state lives in the breaker and the queue.
 func New(cfg Config) (message.HandlerMiddleware, error) {
 	cfg.setDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
 	g := &guard{cfg: cfg, clock: cfg.Breaker.Config().Clock}

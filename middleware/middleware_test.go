@@ -636,3 +636,42 @@ func TestShutdownCancellationIsNeutral(t *testing.T) {
 		t.Errorf("retry stream has %d messages, want the cancelled one", len(got))
 	}
 }
+
+// Regression (fresh-user trial): Validate had a pointer receiver, unlike
+// the other configs'. It takes a value, checks the config as [middleware.New]
+// uses it, defaults applied to its zero fields, and leaves it as it is.
+func TestConfigValidate(t *testing.T) {
+	var _ interface{ Validate() error } = middleware.Config{} // a value receiver
+	b, err := breaker.New(breaker.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop()
+	q := &retryqueue.Queue{}
+	for _, tc := range []struct {
+		name string
+		cfg  middleware.Config
+		want string // "" for valid
+	}{
+		{"minimal", middleware.Config{Breaker: b, Queue: q}, ""},
+		{"Queue", middleware.Config{Breaker: b}, "Queue is required"},
+		{"Timeout", middleware.Config{Breaker: b, Queue: q, Timeout: -time.Second}, "Timeout must be > 0, got -1s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := tc.cfg
+			err := c.Validate()
+			if c.Breaker != tc.cfg.Breaker || c.Queue != tc.cfg.Queue || c.Timeout != tc.cfg.Timeout || c.IsPermanent != nil || c.Logger != nil {
+				t.Errorf("Validate modified the config: %+v, was %+v", c, tc.cfg)
+			}
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, middleware.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Validate = %v, want ErrInvalidConfig naming %q", err, tc.want)
+			}
+		})
+	}
+}

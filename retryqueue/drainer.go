@@ -160,8 +160,16 @@ func (c *DrainerConfig) setDefaults() {
 	}
 }
 
-// Validate reports the first invalid field, wrapping [ErrInvalidConfig].
+// Validate reports whether c, with defaults applied to its zero fields, is
+// valid: the check [NewDrainer] makes. It does not modify c. The error wraps
+// [ErrInvalidConfig] and names the field and its allowed range.
 func (c DrainerConfig) Validate() error {
+	c.setDefaults()
+	return c.validate()
+}
+
+// validate requires defaults set.
+func (c *DrainerConfig) validate() error {
 	switch {
 	case c.JetStream == nil:
 		return fmt.Errorf("%w: JetStream is required", ErrInvalidConfig)

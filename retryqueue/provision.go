@@ -35,14 +35,16 @@ func DeadLetterStreamConfig(topic string) jetstream.StreamConfig {
 // lose messages is refused with an error wrapping [ErrStreamConfig]: a retry
 // stream without work-queue retention, or either stream with a limit
 // (MaxAge, MaxMsgs, MaxBytes, MaxMsgsPerSubject) that discards messages. It
-// returns an error wrapping [ErrInvalidConfig] for invalid topics, or the
-// JetStream API error.
+// returns an error wrapping [ErrInvalidConfig] that names the field
+// (RetryTopic, DeadLetterTopic) for invalid or equal topics, before creating
+// anything, or the JetStream API error. It checks only the topics: the
+// other fields of cfg, Publisher included, may be zero.
 func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 	cfg.setDefaults()
+	if err := cfg.validateTopics(); err != nil {
+		return err
+	}
 	for _, sc := range []jetstream.StreamConfig{RetryStreamConfig(cfg.RetryTopic), DeadLetterStreamConfig(cfg.DeadLetterTopic)} {
-		if err := jsq.ValidateTopic(sc.Name); err != nil {
-			return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
-		}
 		st, err := js.Stream(ctx, sc.Name)
 		if err == nil {
 			if err := checkExisting(st.CachedInfo().Config, sc); err != nil {

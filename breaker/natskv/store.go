@@ -54,23 +54,31 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports whether the configuration, with defaults applied, is
-// usable. Errors wrap [ErrInvalidConfig] and name the field and range.
-func (c *Config) Validate() error {
-	cc := *c
-	cc.setDefaults()
+// Validate reports whether c, with defaults applied to its zero fields, is
+// valid: the check [New] makes. It does not modify c. The error wraps
+// [ErrInvalidConfig] and names the field and its allowed range.
+func (c Config) Validate() error {
+	c.setDefaults()
+	return c.validate()
+}
+
+// validate requires defaults set.
+func (c *Config) validate() error {
 	switch {
-	case !validToken.MatchString(cc.Bucket):
-		return fmt.Errorf("%w: Bucket %q, allowed [-_A-Za-z0-9]+", ErrInvalidConfig, cc.Bucket)
-	case cc.Replicas < 1 || cc.Replicas > 5:
-		return fmt.Errorf("%w: Replicas %d, allowed 1..5", ErrInvalidConfig, cc.Replicas)
-	case cc.MarkerTTL < time.Second:
-		return fmt.Errorf("%w: MarkerTTL %v, allowed >= 1s", ErrInvalidConfig, cc.MarkerTTL)
+	case !validBucket.MatchString(c.Bucket):
+		return fmt.Errorf("%w: Bucket %q, allowed [-_A-Za-z0-9]+", ErrInvalidConfig, c.Bucket)
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("%w: Replicas %d, allowed 1..5", ErrInvalidConfig, c.Replicas)
+	case c.MarkerTTL < time.Second:
+		return fmt.Errorf("%w: MarkerTTL %v, allowed >= 1s", ErrInvalidConfig, c.MarkerTTL)
 	}
 	return nil
 }
 
 var validToken = regexp.MustCompile(`^[-_=A-Za-z0-9]+$`)
+
+// validBucket is JetStream's rule for a KV bucket name: no '=', unlike a key.
+var validBucket = regexp.MustCompile(`^[-_A-Za-z0-9]+$`)
 
 // Store is a [breaker.Store] on a JetStream KV bucket. It is safe for
 // concurrent use. It holds no connection of its own: it works as long as
@@ -86,10 +94,10 @@ var _ breaker.Store = (*Store)(nil)
 // returns a Store on it. It returns an error wrapping [ErrInvalidConfig],
 // or JetStream's error.
 func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error) {
-	if err := cfg.Validate(); err != nil {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
-	cfg.setDefaults()
 	var kv jetstream.KeyValue
 	var err error
 	if cfg.Bind {

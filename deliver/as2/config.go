@@ -141,16 +141,19 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports the first invalid field, naming it, with an error wrapping
-// one of [ErrURL], [ErrAS2ID], [ErrContentType], [ErrHeaderValue],
+// Validate reports whether c, with defaults applied to its zero fields, is
+// valid: the check [NewSender] makes. It does not modify c. The error names
+// the field and wraps the sentinel that states its allowed range: one of
+// [ErrURL], [ErrAS2ID], [ErrContentType], [ErrHeaderValue],
 // [ErrMessageIDDomain], [ErrNegative], [ErrAlgorithm], [ErrMissingKey],
 // [ErrMissingCert], [ErrKeyMismatch], [ErrKeyType], [ErrCertExpired] or
 // [ErrCertNotYetValid]. Certificates are checked against the current time.
-// Zero optional fields are valid: they take their defaults.
 func (c Config) Validate() error {
+	c.setDefaults()
 	return c.validateAt(time.Now())
 }
 
+// validateAt requires defaults set; it checks certificates against now.
 func (c Config) validateAt(now time.Time) error {
 	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

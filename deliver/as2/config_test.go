@@ -2,6 +2,7 @@ package as2_test
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -53,5 +54,41 @@ func TestNewSenderValidates(t *testing.T) {
 	if got.ContentType != "application/EDI-X12" || got.MDNTo != buyerID || got.Timeout != 30*time.Second ||
 		got.MessageIDDomain != "floodgate" || got.Subject != "AS2 message" || got.MaxMDNSize != 1<<20 || got.HTTPClient == nil {
 		t.Errorf("defaults not applied: %+v", got)
+	}
+}
+
+// Config.Validate checks the config as [as2.NewSender] uses it, defaults
+// applied to its zero fields (MDNTo from From among them), and leaves it as
+// it is.
+func TestValidateAppliesDefaults(t *testing.T) {
+	minimal := as2.Config{URL: "https://as2.bluewater.example/as2", From: buyerID, To: supplierID}
+	for _, tc := range []struct {
+		name  string
+		mod   func(*as2.Config)
+		want  error // nil for valid
+		field string
+	}{
+		{"minimal", func(*as2.Config) {}, nil, ""},
+		{"negative MaxMDNSize", func(c *as2.Config) { c.MaxMDNSize = -1 }, as2.ErrNegative, "Config.MaxMDNSize"},
+		{"unknown SignAlgorithm", func(c *as2.Config) { c.SignAlgorithm = "md5" }, as2.ErrAlgorithm, "Config.SignAlgorithm"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := minimal
+			tc.mod(&c)
+			before := c
+			err := c.Validate()
+			if !reflect.DeepEqual(c, before) {
+				t.Errorf("Validate modified the config: %+v, was %+v", c, before)
+			}
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) || !strings.HasPrefix(err.Error(), tc.field) {
+				t.Errorf("Validate = %v, want %v naming %s", err, tc.want, tc.field)
+			}
+		})
 	}
 }

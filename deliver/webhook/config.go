@@ -100,9 +100,23 @@ func (c *Config) setDefaults() {
 // reserved are the headers the sender sets itself.
 var reserved = []string{"Content-Type", "Content-Length", HeaderIdempotencyKey, HeaderTimestamp, HeaderSignature, "Host"}
 
-// Validate reports the first invalid field, naming it, with an error wrapping
-// [ErrURL], [ErrFormat], [ErrContentType], [ErrHeader] or [ErrNegative].
+// Validate reports whether c, with defaults applied to its zero fields, is
+// valid: the check [NewSender] makes. It does not modify c. The error names
+// the field and wraps the sentinel that states its allowed range: [ErrURL],
+// [ErrFormat], [ErrContentType], [ErrHeader] or [ErrNegative]. A malformed
+// ContentType is reported even with FormatJSON, which ignores it.
 func (c Config) Validate() error {
+	given := c.ContentType
+	c.setDefaults()
+	if c.Format == FormatJSON {
+		c.ContentType = given
+	}
+	return c.validate()
+}
+
+// validate requires defaults set, but for FormatJSON takes ContentType as
+// given (possibly empty).
+func (c *Config) validate() error {
 	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("Config.URL %q: %w", c.URL, ErrURL)

@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -239,5 +241,41 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if webhook.FormatJSON.String() != "json" || webhook.FormatRaw.String() != "raw" || webhook.Format(5).String() != "Format(5)" {
 		t.Error("Format.String")
+	}
+}
+
+// Config.Validate checks the config as [webhook.NewSender] uses it,
+// defaults applied to its zero fields, and leaves it as it is.
+func TestValidateAppliesDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   webhook.Config
+		want  error // nil for valid
+		field string
+	}{
+		{"minimal", webhook.Config{URL: "https://hooks.example.com/x"}, nil, ""},
+		{"raw with header and secret", webhook.Config{URL: "https://hooks.example.com/x", Format: webhook.FormatRaw,
+			Header: http.Header{"X-Tenant": {"t1"}}, Secret: []byte("k")}, nil, ""},
+		{"negative timeout", webhook.Config{URL: "https://hooks.example.com/x", Timeout: -time.Second}, webhook.ErrNegative, "Config.Timeout"},
+		// FormatJSON ignores ContentType, but a malformed one is reported.
+		{"JSON with bad content type", webhook.Config{URL: "https://hooks.example.com/x", ContentType: "text csv"}, webhook.ErrContentType, "Config.ContentType"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := tc.cfg
+			before.Header, before.Secret = tc.cfg.Header.Clone(), slices.Clone(tc.cfg.Secret)
+			err := tc.cfg.Validate()
+			if !reflect.DeepEqual(tc.cfg, before) {
+				t.Errorf("Validate modified the config: %+v, was %+v", tc.cfg, before)
+			}
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) || !strings.HasPrefix(err.Error(), tc.field) {
+				t.Errorf("Validate = %v, want %v naming %s", err, tc.want, tc.field)
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@ package exampleutil_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -125,14 +126,29 @@ func TestNewGuardRequiresFields(t *testing.T) {
 		t.Errorf("no NATS: %v", err)
 	}
 	nc := &exampleutil.NATS{}
+	b := &breaker.Breaker{}
+	deliver := func(*message.Message) ([]*message.Message, error) { return nil, nil }
 	for _, tc := range []struct {
 		cfg  exampleutil.GuardConfig
-		want string
+		want string // "" for valid
 	}{
+		{exampleutil.GuardConfig{NATS: nc, Breaker: b, Deliver: deliver}, ""}, // minimal: optional fields zero
 		{exampleutil.GuardConfig{NATS: nc}, "GuardConfig.Breaker"},
-		{exampleutil.GuardConfig{NATS: nc, Breaker: &breaker.Breaker{}}, "GuardConfig.Deliver"},
+		{exampleutil.GuardConfig{NATS: nc, Breaker: b}, "GuardConfig.Deliver"},
 	} {
-		if err := tc.cfg.Validate(); !errors.Is(err, exampleutil.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
+		before := tc.cfg
+		err := tc.cfg.Validate()
+		if tc.cfg.NATS != before.NATS || tc.cfg.Breaker != before.Breaker || (tc.cfg.Deliver == nil) != (before.Deliver == nil) ||
+			tc.cfg.RetryTopic != "" || tc.cfg.DeadLetterTopic != "" || tc.cfg.Timeout != 0 || tc.cfg.DrainRate != 0 || tc.cfg.Logger != nil {
+			t.Errorf("Validate modified the config: %+v, was %+v", tc.cfg, before)
+		}
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("Validate() = %v, want nil", err)
+			}
+			continue
+		}
+		if !errors.Is(err, exampleutil.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Validate() = %v, want one naming %s", err, tc.want)
 		}
 	}
@@ -209,15 +225,33 @@ func TestFlagCheck(t *testing.T) {
 	c.Duration("ok", time.Second, 0, time.Minute, true)
 	c.Float("fine", 1, 0, 2, true, "")
 	c.Int("good", 3, 1, 3)
+	// A writable output file: a missing one is created empty, an existing
+	// one is left as it is until the run writes it.
+	dir := t.TempDir()
+	fresh, kept := filepath.Join(dir, "new.json"), filepath.Join(dir, "old.json")
+	if err := os.WriteFile(kept, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.OutputFile("summary", fresh)
+	c.OutputFile("summary", kept)
+	c.OutputFile("summary", "")
 	if err := c.Err(); err != nil {
 		t.Fatalf("in range: %v", err)
+	}
+	if b, err := os.ReadFile(fresh); err != nil || len(b) != 0 {
+		t.Errorf("new output file: %q, %v; want created empty", b, err)
+	}
+	if b, err := os.ReadFile(kept); err != nil || string(b) != "old" {
+		t.Errorf("existing output file: %q, %v; want unchanged", b, err)
 	}
 	c.Duration("produce-for", 0, 0, time.Minute, true)
 	c.Float("rate", -5, 0, 5000, true, "messages/s")
 	c.Int("vehicles", 0, 1, 16)
 	c.Failf("-a and -b conflict")
+	c.OutputFile("summary", filepath.Join(t.TempDir(), "no", "such", "dir.json"))
 	msg := c.Err().Error()
 	for _, want := range []string{
+		"-summary: cannot write the output file",
 		"-produce-for must be in (0s, 1m0s], got 0s",
 		"-rate must be in (0, 5000] messages/s, got -5",
 		"-vehicles must be in [1, 16], got 0",

@@ -61,9 +61,11 @@ type Guard struct {
 	remove func()
 }
 
-// Validate reports the first missing required field, wrapping
-// [ErrInvalidConfig]. The optional fields are checked by the components
-// they configure.
+// Validate reports whether c, with defaults applied to its zero fields, is
+// valid. It does not modify c. The error wraps [ErrInvalidConfig] and names
+// the missing required field. The optional fields are passed on as they are
+// (zero meaning the component's default) and checked by the components they
+// configure, whose errors [NewGuard] returns.
 func (c GuardConfig) Validate() error {
 	switch {
 	case c.NATS == nil:

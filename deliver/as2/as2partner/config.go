@@ -160,10 +160,18 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// Validate reports the first invalid field, naming it, with an error wrapping
+// Validate reports whether c, with defaults applied to its zero fields, is
+// valid: the check [New] makes. It does not modify c. The error names the
+// field and wraps the sentinel that states its allowed range:
 // [ErrPhaseDuration], [ErrMode], [ErrCapacity], [ErrLatency], [ErrAS2ID],
 // [ErrMaxBodySize] or [ErrKey].
 func (c Config) Validate() error {
+	c.setDefaults() // copies Script: the caller's phases stay as they are
+	return c.validate()
+}
+
+// validate requires defaults set.
+func (c *Config) validate() error {
 	for i, p := range c.Script {
 		field := fmt.Sprintf("Config.Script[%d]", i)
 		if p.Duration < 0 || (p.Duration == 0 && i < len(c.Script)-1) {

@@ -6,6 +6,8 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -292,5 +294,40 @@ func TestModeStrings(t *testing.T) {
 	if as2partner.Healthy.String() != "healthy" || as2partner.Down.String() != "down" || as2partner.Fragile.String() != "fragile" ||
 		as2partner.Reject503.String() != "reject-503" || as2partner.Slow.String() != "slow" || as2partner.Mode(9).String() != "Mode(9)" {
 		t.Error("String methods")
+	}
+}
+
+// Config.Validate checks the config as [as2partner.New] uses it, defaults
+// applied to its zero fields (phase names and bursts among them), and
+// leaves it and its Script as they are.
+func TestValidateAppliesDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   as2partner.Config
+		want  error // nil for valid
+		field string
+	}{
+		{"minimal", as2partner.Config{}, nil, ""},
+		{"unnamed fragile phase", as2partner.Config{Script: []as2partner.Phase{{Duration: time.Second, Mode: as2partner.Fragile, Capacity: 50}, {}}}, nil, ""},
+		{"negative MaxBodySize", as2partner.Config{MaxBodySize: -1}, as2partner.ErrMaxBodySize, "Config.MaxBodySize"},
+		{"fragile negative burst", as2partner.Config{Script: []as2partner.Phase{{Mode: as2partner.Fragile, Capacity: 50, Burst: -1}}}, as2partner.ErrCapacity, "Config.Script[0].Burst"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := tc.cfg
+			before.Script = slices.Clone(tc.cfg.Script)
+			err := tc.cfg.Validate()
+			if !reflect.DeepEqual(tc.cfg, before) {
+				t.Errorf("Validate modified the config: %+v, was %+v", tc.cfg, before)
+			}
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) || !strings.HasPrefix(err.Error(), tc.field) {
+				t.Errorf("Validate = %v, want %v naming %s", err, tc.want, tc.field)
+			}
+		})
 	}
 }

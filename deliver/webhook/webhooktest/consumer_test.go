@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -249,5 +250,40 @@ func TestConfigValidate(t *testing.T) {
 	}
 	if s := webhooktest.Degraded(5*time.Second, time.Millisecond, 900*time.Millisecond, 0.02); len(s) != 2 || s[0].SlowLatency != 900*time.Millisecond || s[1].SlowFraction != 0 {
 		t.Errorf("Degraded = %+v", s)
+	}
+}
+
+// Config.Validate checks the config as [webhooktest.New] uses it, defaults
+// applied to its zero fields (phase names among them), and leaves it and
+// its Script as they are.
+func TestValidateAppliesDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		cfg   webhooktest.Config
+		want  error // nil for valid
+		field string
+	}{
+		{"minimal", webhooktest.Config{}, nil, ""},
+		{"unnamed phases", webhooktest.Config{Script: []webhooktest.Phase{{Duration: time.Second}, {Status: 503}}}, nil, ""},
+		{"negative MaxBodySize", webhooktest.Config{MaxBodySize: -1}, webhooktest.ErrLatency, "Config.MaxBodySize"},
+		{"negative slow latency", webhooktest.Config{Script: []webhooktest.Phase{{SlowLatency: -time.Second}}}, webhooktest.ErrLatency, "Config.Script[0]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := tc.cfg
+			before.Script = slices.Clone(tc.cfg.Script)
+			err := tc.cfg.Validate()
+			if !reflect.DeepEqual(tc.cfg, before) {
+				t.Errorf("Validate modified the config: %+v, was %+v", tc.cfg, before)
+			}
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) || !strings.HasPrefix(err.Error(), tc.field) {
+				t.Errorf("Validate = %v, want %v naming %s", err, tc.want, tc.field)
+			}
+		})
 	}
 }
