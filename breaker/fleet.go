@@ -247,11 +247,20 @@ type FleetStats struct {
 // their clocks' skew adds to the convergence delay). JoinFleet reads the
 // shared state once (adopting it) unless the store is unreachable, in which
 // case it starts in fallback. It returns an error wrapping
-// [ErrInvalidConfig] for a bad cfg, or [ErrFleetJoined].
+// [ErrInvalidConfig] for a nil b, a bad cfg, or a breaker name the store
+// cannot hold ([NameChecker]; natskv: [-_=A-Za-z0-9]+), or [ErrFleetJoined].
 func JoinFleet(b *Breaker, cfg FleetConfig) (*Fleet, error) {
+	if b == nil {
+		return nil, fmt.Errorf("invalid config: %w: breaker is nil", ErrInvalidConfig)
+	}
 	cfg.setDefaults(b)
 	if err := cfg.validate(b.probeCap()); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
+	}
+	if nc, ok := cfg.Store.(NameChecker); ok {
+		if err := nc.CheckName(b.cfg.Name); err != nil {
+			return nil, fmt.Errorf("invalid config: %w: breaker Config.Name: %w", ErrInvalidConfig, err)
+		}
 	}
 	f := &Fleet{
 		b: b, cfg: cfg, store: cfg.Store, name: b.cfg.Name,

@@ -3,6 +3,7 @@ package breaker_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -308,6 +309,9 @@ func TestJoinFleetValidates(t *testing.T) {
 	defer f.Leave()
 	if _, err := breaker.JoinFleet(b, breaker.FleetConfig{Store: st}); !errors.Is(err, breaker.ErrFleetJoined) {
 		t.Fatalf("second join: %v", err)
+	}
+	if _, err := breaker.JoinFleet(nil, breaker.FleetConfig{Store: st}); !errors.Is(err, breaker.ErrInvalidConfig) || !strings.Contains(err.Error(), "nil") {
+		t.Fatalf("nil breaker: %v", err)
 	}
 }
 

@@ -106,3 +106,11 @@ type Store interface {
 	// lease that expired and was taken again is left alone).
 	ReleaseProbe(ctx context.Context, lease ProbeLease) error
 }
+
+// NameChecker is implemented by a [Store] that cannot hold every breaker
+// name (breaker/natskv: one KV key token). [JoinFleet] calls CheckName with
+// the breaker's [Config.Name] and fails if it returns an error, rather than
+// joining a fleet whose every store call would fail.
+type NameChecker interface {
+	CheckName(name string) error
+}

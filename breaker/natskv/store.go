@@ -118,9 +118,23 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error
 	return &Store{js: js, kv: kv}, nil
 }
 
-func stateKey(name string) (string, error) {
+// ValidateName returns an error wrapping [ErrInvalidName] unless name can
+// name a breaker in the bucket: one KV key token, [-_=A-Za-z0-9]+ (no dots,
+// no spaces, not empty).
+func ValidateName(name string) error {
 	if !validToken.MatchString(name) {
-		return "", fmt.Errorf("%w: %q, allowed [-_=A-Za-z0-9]+", ErrInvalidName, name)
+		return fmt.Errorf("%w: %q, allowed [-_=A-Za-z0-9]+", ErrInvalidName, name)
+	}
+	return nil
+}
+
+// CheckName is [ValidateName], so that [breaker.JoinFleet] rejects a name
+// the store cannot hold ([breaker.NameChecker]).
+func (s *Store) CheckName(name string) error { return ValidateName(name) }
+
+func stateKey(name string) (string, error) {
+	if err := ValidateName(name); err != nil {
+		return "", err
 	}
 	return name + ".state", nil
 }

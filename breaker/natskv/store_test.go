@@ -3,6 +3,7 @@ package natskv_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,6 +140,26 @@ func TestProbeLeases(t *testing.T) {
 
 // TestFleetOnKV joins three breakers in one process through the KV store,
 // on the wall clock: a trip reaches the others through the watch.
+// JoinFleet rejects a breaker name the bucket cannot hold, instead of
+// joining a fleet whose every store call fails.
+func TestJoinFleetRejectsInvalidName(t *testing.T) {
+	s, _ := newStore(t)
+	for _, name := range []string{"", "a.b c", "edi.partner"} {
+		b, err := breaker.New(breaker.Config{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(b.Stop)
+		_, err = breaker.JoinFleet(b, breaker.FleetConfig{Store: s, Replica: "a"})
+		if !errors.Is(err, breaker.ErrInvalidConfig) || !errors.Is(err, natskv.ErrInvalidName) || !strings.Contains(err.Error(), "Name") {
+			t.Errorf("name %q: err = %v, want invalid config wrapping natskv.ErrInvalidName and naming Config.Name", name, err)
+		}
+	}
+	if err := natskv.ValidateName("partner-acme_1=x"); err != nil {
+		t.Errorf("valid name: %v", err)
+	}
+}
+
 func TestFleetOnKV(t *testing.T) {
 	s, _ := newStore(t)
 	var bs []*breaker.Breaker

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"regexp"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -67,7 +66,7 @@ func (f *fleetFlags) check(write bool) string {
 		return fmt.Sprintf("-format: unknown format %q, allowed table or json", f.format)
 	case f.timeout <= 0 || f.timeout > time.Hour:
 		return fmt.Sprintf("-timeout must be in (0, 1h], got %v", f.timeout)
-	case f.name != "" && !validBreakerName.MatchString(f.name):
+	case f.name != "" && natskv.ValidateName(f.name) != nil:
 		return fmt.Sprintf("-breaker: %q is not a valid name, allowed [-_=A-Za-z0-9]+ (no dots, no spaces)", f.name)
 	}
 	if err := (&natskv.Config{Bucket: f.bucket}).Validate(); err != nil {
@@ -75,10 +74,6 @@ func (f *fleetFlags) check(write bool) string {
 	}
 	return ""
 }
-
-// validBreakerName is the rule natskv applies to breaker names (they are
-// KV key tokens; natskv.ErrInvalidName), checked here before connecting.
-var validBreakerName = regexp.MustCompile(`^[-_=A-Za-z0-9]+$`)
 
 // errNoState marks a breaker with no shared state: no replica joined it.
 var errNoState = errors.New("no shared state (no replica has joined this breaker yet)")
