@@ -103,6 +103,11 @@ const (
 	maxAdaptiveHold  = 1000
 )
 
+// MaxOpenWindowLimit bounds Config.BaseOpenWindow and Config.MaxOpenWindow:
+// a week, longer than any outage a breaker should wait out unprobed, and
+// far from the overflow of a jittered window added to a time.
+const MaxOpenWindowLimit = 7 * 24 * time.Hour
+
 // DefaultRampSteps returns the default ramp: 10 %, 25 %, 50 %, 100 %.
 func DefaultRampSteps() []float64 { return []float64{0.10, 0.25, 0.50, 1.00} }
 
@@ -163,11 +168,12 @@ type Config struct {
 	ConsecutiveFailures int
 
 	// BaseOpenWindow is optional: the first open window. Default 1s (geofence
-	// note); range > 0.
+	// note); range (0, MaxOpenWindowLimit].
 	BaseOpenWindow time.Duration
 
 	// MaxOpenWindow is optional: the cap of the open window before jitter.
-	// Default 30s, or BaseOpenWindow if that is larger; range >= BaseOpenWindow.
+	// Default 30s, or BaseOpenWindow if that is larger; range
+	// [BaseOpenWindow, MaxOpenWindowLimit].
 	MaxOpenWindow time.Duration
 
 	// BackoffFactor is optional: each consecutive trip multiplies the open
@@ -478,11 +484,11 @@ func (c *Config) validate() error {
 	if c.ConsecutiveFailures < 0 {
 		return invalid("ConsecutiveFailures", c.ConsecutiveFailures, ">= 0 (0 disables)")
 	}
-	if c.BaseOpenWindow <= 0 {
-		return invalid("BaseOpenWindow", c.BaseOpenWindow, "> 0")
+	if c.BaseOpenWindow <= 0 || c.BaseOpenWindow > MaxOpenWindowLimit {
+		return invalid("BaseOpenWindow", c.BaseOpenWindow, fmt.Sprintf("(0, %v]", MaxOpenWindowLimit))
 	}
-	if c.MaxOpenWindow < c.BaseOpenWindow {
-		return invalid("MaxOpenWindow", c.MaxOpenWindow, fmt.Sprintf(">= BaseOpenWindow (%v)", c.BaseOpenWindow))
+	if c.MaxOpenWindow < c.BaseOpenWindow || c.MaxOpenWindow > MaxOpenWindowLimit {
+		return invalid("MaxOpenWindow", c.MaxOpenWindow, fmt.Sprintf("[BaseOpenWindow (%v), %v]", c.BaseOpenWindow, MaxOpenWindowLimit))
 	}
 	if badRate(c.BackoffFactor) || c.BackoffFactor < 1 || c.BackoffFactor > 1000 {
 		return invalid("BackoffFactor", c.BackoffFactor, "[1, 1000]")

@@ -124,6 +124,8 @@ func TestValidate(t *testing.T) {
 		{"ConsecutiveFailures", func(c *breaker.Config) { c.ConsecutiveFailures = -1 }},
 		{"BaseOpenWindow", func(c *breaker.Config) { c.BaseOpenWindow = -time.Second }},
 		{"MaxOpenWindow", func(c *breaker.Config) { c.BaseOpenWindow = 2 * time.Second; c.MaxOpenWindow = time.Second }},
+		{"MaxOpenWindow", func(c *breaker.Config) { c.MaxOpenWindow = breaker.MaxOpenWindowLimit + 1 }},
+		{"BaseOpenWindow", func(c *breaker.Config) { c.BaseOpenWindow = 1<<63 - 1 }},
 		{"BackoffFactor", func(c *breaker.Config) { c.BackoffFactor = 0.5 }},
 		{"Jitter", func(c *breaker.Config) { c.Jitter = 1 }},
 		{"Jitter", func(c *breaker.Config) { c.Jitter = -0.1 }},
