@@ -62,9 +62,11 @@
 // threshold; an admitted call that was diverted (or whose diversion was
 // nacked) is a failure; an admitted call that was dead-lettered is neutral
 // (a permanent error says nothing about the partner's health); a call the
-// breaker refused (diverted for open, probe-limit or ramp) is rejected.
-// Messages diverted for ordering or dead-lettered as malformed never asked
-// the breaker and are not calls.
+// breaker refused (diverted for open, probe-limit or ramp, or a drained
+// message turned away and left in the backlog) is rejected; only the
+// diverted ones count in floodgate_diverted_total. Messages diverted for
+// ordering, dead-lettered as malformed, or nacked because their context was
+// done before admission never asked the breaker and are not calls.
 //
 // The queue's own counters (floodgate_retry_published_total) include the
 // diversions [retryqueue.Queue.Divert] turned into dead letters

@@ -281,6 +281,8 @@ func (m *Metrics) ObserveEvent(ev middleware.Event) {
 			m.outcome[OutcomeFailure].Inc()
 		}
 		m.nacked.Inc()
+	case middleware.Deferred: // a drained message turned away, left in place
+		m.outcome[OutcomeRejected].Inc()
 	}
 }
 

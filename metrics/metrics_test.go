@@ -381,6 +381,7 @@ func TestServe(t *testing.T) {
 	m.ObserveEvent(middleware.Event{Action: middleware.Diverted, Reason: "ordering"})                      // never asked the breaker
 	m.ObserveEvent(middleware.Event{Action: middleware.Nacked, Admitted: true, Err: errors.New("no ack")}) // handler failed, diversion not confirmed
 	m.ObserveEvent(middleware.Event{Action: middleware.DeadLettered, Reason: "malformed: attempt \"x\""})  // not a call
+	m.ObserveEvent(middleware.Event{Action: middleware.Deferred, Reason: "probe-limit"})                   // drained, turned away in place
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -390,10 +391,11 @@ func TestServe(t *testing.T) {
 	go func() { done <- metrics.ServeListener(ctx, ln, reg) }()
 	fams := scrape(t, "http://"+ln.Addr().String())
 	expect(t, fams, "events", []check{
-		{"floodgate_calls_total", []string{"outcome", "rejected"}, 1},
+		{"floodgate_calls_total", []string{"outcome", "rejected"}, 2},
 		{"floodgate_calls_total", []string{"outcome", "failure"}, 1},
 		{"floodgate_calls_total", []string{"outcome", "neutral"}, 0},
 		{"floodgate_diverted_total", []string{"reason", "ordering"}, 1},
+		{"floodgate_diverted_total", []string{"reason", "probe-limit"}, 0},
 		{"floodgate_dead_lettered_total", []string{"reason", "malformed"}, 1},
 		{"floodgate_nacked_total", nil, 1},
 	})

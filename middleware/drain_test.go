@@ -111,7 +111,7 @@ func TestDrainedRejectionStaysInPlace(t *testing.T) {
 	h.mu.Lock()
 	var turned int
 	for _, ev := range h.events {
-		if ev.Action == middleware.Diverted && ev.Reason == "probe-limit" {
+		if ev.Action == middleware.Deferred && ev.Reason == "probe-limit" {
 			turned++
 		}
 	}

@@ -8,15 +8,20 @@ type Action int
 const (
 	// Delivered: the handler succeeded; the router acks the message.
 	Delivered Action = iota + 1
-	// Diverted: the message is durably in the retry queue. For a message
-	// the drainer handed over and the breaker turned away, it stays where
-	// it was in the backlog (see [retryqueue.Queue.Divert]).
+	// Diverted: the message is durably in the retry queue.
 	Diverted
 	// DeadLettered: the message is durably in the dead-letter stream.
 	DeadLettered
 	// Nacked: the outcome could not be made durable (a diversion or
-	// dead-letter publish failed); the router nacks and the broker redelivers.
+	// dead-letter publish failed), or the message's context was done
+	// before admission (the subscriber gave up on it, or the router is
+	// closing); the router nacks and the broker redelivers.
 	Nacked
+	// Deferred: the breaker turned away a message the drainer handed over;
+	// it stays where it is in the backlog and comes back after the
+	// drainer's poll interval (see [retryqueue.Queue.Divert]). Reason is
+	// the diversion reason ("open", "probe-limit", "ramp").
+	Deferred
 )
 
 // String returns the action's lower-case name.
@@ -30,6 +35,8 @@ func (a Action) String() string {
 		return "dead-lettered"
 	case Nacked:
 		return "nacked"
+	case Deferred:
+		return "deferred"
 	}
 	return "unknown"
 }

@@ -37,6 +37,16 @@ type guard struct {
 func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
 		ev := Event{UUID: msg.UUID}
+		if ctx := msg.Context(); ctx.Err() != nil {
+			// Given up before admission (the subscriber's ack deadline
+			// passed while the message waited, or the router is closing):
+			// no partner call, nothing counted by the breaker, nothing
+			// made durable that an ignored ack would duplicate. The broker
+			// redelivers it.
+			ev.Action, ev.Err = Nacked, context.Cause(ctx)
+			g.emit(ev)
+			return nil, fmt.Errorf("floodgate: message %s: context done before admission: %w", msg.UUID, ev.Err)
+		}
 		if reason, bad := g.cfg.Queue.Malformed(msg); bad {
 			return nil, g.deadLetter(msg, ev, retryqueue.DeadReasonMalformed, fmt.Errorf("%w: %s", retryqueue.ErrMalformed, reason))
 		}
@@ -157,8 +167,12 @@ func (g *guard) divert(msg *message.Message, ev Event, reason retryqueue.Reason,
 		return g.nack(msg, ev, "divert", err)
 	}
 	ev.Action, ev.Reason = Diverted, string(reason)
-	if dead != "" { // attempts or age used up, or malformed: dead-lettered instead
+	switch {
+	case dead != "": // attempts or age used up, or malformed: dead-lettered instead
 		ev.Action, ev.Reason = DeadLettered, dead
+	case reason != retryqueue.ReasonFailure && retryqueue.FromDrain(msg.Context()):
+		// A drained message turned away stays in place (Queue.Divert).
+		ev.Action = Deferred
 	}
 	g.emit(ev)
 	return nil

@@ -574,16 +574,17 @@ func TestDefaultClockBreaker(t *testing.T) {
 }
 
 // Regression: a Watermill Timeout middleware outside floodgate expires the
-// message's own context. That is a slow partner, not a shutdown: it must
-// count as a failure so a hanging partner trips the breaker.
+// message's own context during the call. That is a slow partner, not a
+// shutdown: it must count as a failure so a hanging partner trips the
+// breaker.
 func TestOuterDeadlineCountsAsFailure(t *testing.T) {
 	e := newEnv(t, smallBreaker)
 	msg := newMsg()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	<-ctx.Done()
 	msg.SetContext(ctx)
 	if _, err := e.mw(func(m *message.Message) ([]*message.Message, error) {
+		<-m.Context().Done() // a partner slower than the outer deadline
 		return nil, m.Context().Err()
 	})(msg); err != nil {
 		t.Fatal(err)
@@ -593,20 +594,29 @@ func TestOuterDeadlineCountsAsFailure(t *testing.T) {
 	}
 }
 
-// A subscriber that gives up at its ack deadline cancels the message's
-// context with a cause saying so (jsq.ErrAckWait): a partner slower than
-// AckWait, so a failure, not a shutdown.
-func TestAckWaitGiveUpCountsAsFailure(t *testing.T) {
-	e := newEnv(t, smallBreaker)
+// cancelDuringCall runs msg through the middleware with a handler during
+// which the message's own context is cancelled with cause (nil: a plain
+// cancel), as a subscriber or router does.
+func cancelDuringCall(t *testing.T, e *env, cause error) {
+	t.Helper()
 	msg := newMsg()
 	ctx, cancel := context.WithCancelCause(context.Background())
-	cancel(jsq.ErrAckWait)
+	defer cancel(nil)
 	msg.SetContext(ctx)
 	if _, err := e.mw(func(m *message.Message) ([]*message.Message, error) {
+		cancel(cause)
 		return nil, m.Context().Err()
 	})(msg); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// A subscriber that gives up at its ack deadline during the call cancels
+// the message's context with a cause saying so (jsq.ErrAckWait): a partner
+// slower than AckWait, so a failure, not a shutdown.
+func TestAckWaitGiveUpCountsAsFailure(t *testing.T) {
+	e := newEnv(t, smallBreaker)
+	cancelDuringCall(t, e, jsq.ErrAckWait)
 	if s := e.b.Snapshot(); s.Failures != 1 {
 		t.Errorf("breaker failures = %d, want 1", s.Failures)
 	}
@@ -615,25 +625,46 @@ func TestAckWaitGiveUpCountsAsFailure(t *testing.T) {
 	}
 }
 
-// A call cut short by shutdown (the message's context cancelled) is neutral
-// in the closed state: closing the router must not trip the breaker. The
-// message is still diverted, so it is not lost.
+// A call cut short by shutdown (the message's context cancelled during the
+// call) is neutral in the closed state: closing the router must not trip
+// the breaker. The message is still diverted, so it is not lost.
 func TestShutdownCancellationIsNeutral(t *testing.T) {
 	e := newEnv(t, smallBreaker)
-	msg := newMsg()
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	msg.SetContext(ctx)
-	if _, err := e.mw(func(m *message.Message) ([]*message.Message, error) {
-		return nil, m.Context().Err()
-	})(msg); err != nil {
-		t.Fatal(err)
-	}
+	cancelDuringCall(t, e, nil)
 	if s := e.b.Snapshot(); s.Failures != 0 || s.Calls != 0 {
 		t.Errorf("breaker calls/failures = %d/%d, want 0/0", s.Calls, s.Failures)
 	}
 	if got := e.retry(); len(got) != 1 {
 		t.Errorf("retry stream has %d messages, want the cancelled one", len(got))
+	}
+}
+
+// A message whose context is already done when it reaches floodgate (the
+// subscriber gave up while it waited in an outer middleware, or the router
+// is closing) is nacked: no partner call, nothing counted by the breaker
+// (four of them would have tripped it), nothing published that an ignored
+// ack would duplicate.
+func TestContextDoneBeforeAdmissionIsNacked(t *testing.T) {
+	e := newEnv(t, smallBreaker)
+	calls := 0
+	h := e.mw(func(*message.Message) ([]*message.Message, error) { calls++; return nil, nil })
+	for _, cause := range []error{jsq.ErrAckWait, jsq.ErrAckWait, nil, jsq.ErrAckWait, nil} {
+		msg := newMsg()
+		ctx, cancel := context.WithCancelCause(context.Background())
+		cancel(cause)
+		msg.SetContext(ctx)
+		if _, err := h(msg); err == nil {
+			t.Fatal("nil error: the router would ack a message nobody handled")
+		}
+		if ev := e.lastEvent(); ev.Action != middleware.Nacked || ev.Admitted || ev.Err == nil {
+			t.Errorf("event %+v, want nacked, not admitted, with the cause", ev)
+		}
+	}
+	if s := e.b.Snapshot(); calls != 0 || s.Calls != 0 || s.State != breaker.StateClosed {
+		t.Errorf("partner calls %d, breaker %s with %d calls; want 0, closed, 0", calls, s.State, s.Calls)
+	}
+	if n := len(e.retry()) + len(e.dead()); n != 0 {
+		t.Errorf("%d messages published, want 0", n)
 	}
 }
 

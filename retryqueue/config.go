@@ -74,7 +74,8 @@ type Config struct {
 	// the usual 429 and 503 hints (seconds to an hour) while bounding what a
 	// partner can add to a message's life to MaxAttempts · MaxRetryAfter
 	// (10h with the defaults), well within the default MaxAge.
-	// Optional. Default 1h. Valid range > 0.
+	// Optional. Default 1h, or MaxAge if that is shorter. Valid range
+	// (0, MaxAge].
 	MaxRetryAfter time.Duration
 	// MaxErrorLen is the maximum length in bytes of [MetaLastError].
 	// Optional. Default 512. Valid range >= 16.
@@ -120,7 +121,7 @@ func (c *Config) setDefaults() {
 		c.Backoff = DefaultBackoff
 	}
 	if c.MaxRetryAfter == 0 {
-		c.MaxRetryAfter = time.Hour
+		c.MaxRetryAfter = min(time.Hour, c.MaxAge)
 	}
 	if c.MaxErrorLen == 0 {
 		c.MaxErrorLen = 512
@@ -152,8 +153,8 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: MaxAttempts must be >= 1, got %d", ErrInvalidConfig, c.MaxAttempts)
 	case c.MaxAge <= 0:
 		return fmt.Errorf("%w: MaxAge must be > 0, got %s", ErrInvalidConfig, c.MaxAge)
-	case c.MaxRetryAfter <= 0:
-		return fmt.Errorf("%w: MaxRetryAfter must be > 0, got %s", ErrInvalidConfig, c.MaxRetryAfter)
+	case c.MaxRetryAfter <= 0 || c.MaxRetryAfter > c.MaxAge:
+		return fmt.Errorf("%w: MaxRetryAfter must be in (0, MaxAge %s], got %s", ErrInvalidConfig, c.MaxAge, c.MaxRetryAfter)
 	case c.MaxErrorLen < 16:
 		return fmt.Errorf("%w: MaxErrorLen must be >= 16, got %d", ErrInvalidConfig, c.MaxErrorLen)
 	case c.MaxHistory < 1 || c.MaxHistory > 100:

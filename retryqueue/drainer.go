@@ -331,6 +331,7 @@ type Drainer struct {
 	running   atomic.Bool
 	paused    atomic.Bool
 	turned    atomic.Bool // the breaker turned a drained message away
+	pausedAt  time.Time   // when the gate last closed (guarded by mu)
 
 	// inflight holds the UUIDs being drained, so Observe skips them.
 	inflight sync.Map
@@ -661,12 +662,22 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 	budget := d.cfg.Gate.Budget()
 	if budget <= 0 {
 		d.gateClosed.Add(1)
-		d.paused.Store(true)
+		if !d.paused.Swap(true) {
+			d.mu.Lock()
+			d.pausedAt = time.Now()
+			d.mu.Unlock()
+		}
 		d.sleep(ctx, d.cfg.PollInterval)
 		return nil
 	}
 	if d.paused.Swap(false) {
 		d.mu.Lock()
+		// The ordering holds and pending entries did not age while nothing
+		// was fetched (the breaker open): an outage longer than their
+		// expiry must not let a key's later messages pass its head.
+		if !d.pausedAt.IsZero() {
+			d.order.extend(time.Since(d.pausedAt))
+		}
 		d.iv, d.ivStart = interval{}, time.Now() // outcomes while paused say nothing about the rate
 		if !d.cfg.FixedRate {
 			d.ctl.resume(d.cfg.Rate)
@@ -829,7 +840,7 @@ func (d *Drainer) handle(ctx context.Context, it item) {
 		}
 		return
 	}
-	s := &slot{}
+	s := &slot{uuid: wm.UUID}
 	hctx, cancel := context.WithTimeout(context.WithValue(context.WithValue(base, drainedKey{}, true), slotKey{}, s), d.cfg.HandlerTimeout)
 	defer cancel()
 	wm.SetContext(hctx)
@@ -844,6 +855,9 @@ func (d *Drainer) handle(ctx context.Context, it item) {
 		// partner outcome and no attempt. It stays in the stream and comes
 		// back after a poll interval.
 		if it.key != "" {
+			// A key's head keeps its hold while it is turned away: its
+			// copy is at the back of the stream, behind nothing of its key.
+			d.order.renew(it.key, wm.UUID, time.Now().Add(d.cfg.PollInterval+2*d.cfg.AckWait))
 			d.deferKeyed(it, d.cfg.PollInterval)
 		} else {
 			d.deferMsg(it, d.cfg.PollInterval)
@@ -860,8 +874,12 @@ func (d *Drainer) handle(ctx context.Context, it item) {
 		}
 	}
 	if !d.settle(base, jm, wm, err) {
-		if it.key != "" && err != nil { // nakked: it comes back
-			d.order.addPending(it.key, it.seq, time.Now().Add(d.cfg.NakDelay(1)+2*d.cfg.AckWait))
+		if it.key != "" && err != nil { // nakked: it comes back after settle's delay
+			var delivered uint64 = 1
+			if md, merr := jm.Metadata(); merr == nil {
+				delivered = md.NumDelivered
+			}
+			d.order.addPending(it.key, it.seq, time.Now().Add(d.cfg.NakDelay(delivered)+2*d.cfg.AckWait))
 		}
 		return
 	}

@@ -15,7 +15,9 @@ import (
 //     key waits for them, since redeliveries and new messages interleave.
 //
 // Entries lapse after their expiry, so a message removed from the stream
-// by other means (purge) cannot block its key for good.
+// by other means (purge) cannot block its key for good. Time the drain
+// spends paused (the gate closed) does not count toward it, and a head the
+// breaker keeps turning away renews its hold.
 type keyOrder struct {
 	mu      sync.Mutex
 	holds   map[string]hold
@@ -121,4 +123,33 @@ func (o *keyOrder) unhold(key, uuid string) {
 		delete(o.holds, key)
 	}
 	o.mu.Unlock()
+}
+
+// renew extends key's hold to at least expires if uuid holds it.
+func (o *keyOrder) renew(key, uuid string, expires time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if h, ok := o.holds[key]; ok && h.uuid == uuid && h.expires.Before(expires) {
+		h.expires = expires
+		o.holds[key] = h
+	}
+}
+
+// extend moves every hold's and pending entry's expiry d later: the time
+// the drain was paused, during which nothing could come back.
+func (o *keyOrder) extend(d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for k, h := range o.holds {
+		h.expires = h.expires.Add(d)
+		o.holds[k] = h
+	}
+	for _, m := range o.pending {
+		for seq, exp := range m {
+			m[seq] = exp.Add(d)
+		}
+	}
 }

@@ -240,10 +240,14 @@ func (q *Queue) Malformed(msg *message.Message) (reason string, bad bool) {
 			return fmt.Sprintf("%s %q is not an RFC 3339 time", k, v), true
 		}
 		// A time far in the future would park the message forever
-		// (not_before) or keep MaxAge from ever applying.
+		// (not_before) or keep MaxAge from ever applying. A not_before is
+		// at most the last backoff, or a Retry-After hint capped at the
+		// MaxAge deadline: bounded by MaxAge whatever MaxRetryAfter was
+		// when it was set (a redeploy may lower it).
 		limit := now.Add(maxClockSkew)
 		if k == MetaNotBefore {
-			limit = now.Add(max(q.cfg.Backoff(q.cfg.MaxAttempts), q.cfg.MaxRetryAfter) + maxClockSkew)
+			span := max(q.cfg.Backoff(q.cfg.MaxAttempts), q.cfg.MaxAge)
+			limit = now.Add(min(span, maxFuture) + maxClockSkew)
 		}
 		if t.After(limit) {
 			return fmt.Sprintf("%s %q is later than %s", k, v, limit.UTC().Format(TimeFormat)), true
@@ -258,6 +262,10 @@ const maxCount = 1 << 30
 // maxClockSkew is how far in the future a time in the metadata may lie,
 // for clocks that differ between replicas.
 const maxClockSkew = 5 * time.Minute
+
+// maxFuture bounds the span added to now in the not_before check, so a
+// huge Backoff or MaxAge cannot overflow it.
+const maxFuture = 100 * 365 * 24 * time.Hour
 
 // NotBefore returns the time in msg's [MetaNotBefore], and false if it is
 // absent or does not parse.

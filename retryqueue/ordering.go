@@ -107,6 +107,7 @@ const (
 // slot carries the queue's outcome for one drained message back to the
 // drainer.
 type slot struct {
+	uuid   string // the drained message's
 	mu     sync.Mutex
 	what   outcome
 	reason Reason
@@ -126,10 +127,16 @@ func (s *slot) get() (outcome, Reason) {
 
 type slotKey struct{}
 
-func slotFrom(ctx context.Context) *slot {
+// slotFor returns the slot of ctx if msg is the message the drainer handed
+// over with it: a handler that diverts another message under the drained
+// message's context changes nothing for the drained one.
+func slotFor(ctx context.Context, msg *message.Message) *slot {
 	if ctx == nil {
 		return nil
 	}
 	s, _ := ctx.Value(slotKey{}).(*slot)
+	if s == nil || s.uuid != msg.UUID {
+		return nil
+	}
 	return s
 }

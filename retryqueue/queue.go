@@ -165,7 +165,7 @@ func (q *Queue) Route(ctx context.Context, msg *message.Message, reason Reason, 
 	case now.Sub(first) >= q.cfg.MaxAge:
 		return DeadReasonMaxAge, q.deadLetter(ctx, c, DeadReasonMaxAge, lastErr)
 	}
-	if s := slotFrom(ctx); s != nil && reason != ReasonFailure {
+	if s := slotFor(ctx, msg); s != nil && reason != ReasonFailure {
 		// A drained message the breaker turned away: the drainer leaves
 		// it where it is in the backlog (a delayed nak), so the drain
 		// publishes no copy and keeps the backlog's order.
@@ -182,7 +182,7 @@ func (q *Queue) Route(ctx context.Context, msg *message.Message, reason Reason, 
 		return "", err
 	}
 	q.diverted.Add(1)
-	if s := slotFrom(ctx); s != nil {
+	if s := slotFor(ctx, msg); s != nil {
 		s.set(outcomeDiverted, reason)
 	}
 	return "", nil
@@ -231,7 +231,7 @@ func (q *Queue) deadLetter(ctx context.Context, msg *message.Message, reason str
 		return err
 	}
 	q.deadLettered.Add(1)
-	if s := slotFrom(ctx); s != nil {
+	if s := slotFor(ctx, msg); s != nil {
 		s.set(outcomeDead, "")
 	}
 	return nil

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -537,8 +538,11 @@ func TestDivertHonoursRetryAfter(t *testing.T) {
 	}
 }
 
-// MaxRetryAfter defaults to 1h and must be > 0.
+// MaxRetryAfter defaults to 1h, or MaxAge when that is shorter.
 func TestMaxRetryAfterDefault(t *testing.T) {
+	if err := (retryqueue.Config{Publisher: nopPublisher{}, MaxAge: 30 * time.Minute}).Validate(); err != nil {
+		t.Errorf("MaxAge 30m, MaxRetryAfter unset: %v", err)
+	}
 	clock := newFakeClock()
 	e := newEnv(t, natstest.URL(t), func(c *retryqueue.Config) { c.Clock = clock })
 	msg := message.NewMessage("uuid-ra-default", []byte("p"))
@@ -588,5 +592,78 @@ func TestDivertHonoursWebhookRetryAfter(t *testing.T) {
 	}
 	if n := calls.Load(); n != 2 {
 		t.Errorf("endpoint called %d times, want 2", n)
+	}
+}
+
+// The largest MaxAge and MaxRetryAfter Validate accepts do not overflow
+// the not_before check and make every diverted message malformed.
+func TestHugeMaxAgeNotMalformed(t *testing.T) {
+	e := newEnv(t, natstest.URL(t), func(c *retryqueue.Config) {
+		c.MaxAge = time.Duration(math.MaxInt64) // "no cap"
+		c.MaxRetryAfter = time.Duration(math.MaxInt64)
+	})
+	if err := e.cfg.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	if err := e.q.Divert(testCtx(t), message.NewMessage("m1", nil), retryqueue.ReasonFailure, errors.New("HTTP 503")); err != nil {
+		t.Fatal(err)
+	}
+	c := last(t, e.js, e.q.RetryTopic())
+	if why, bad := e.q.Malformed(c); bad {
+		t.Errorf("a fresh diversion is malformed: %s", why)
+	}
+}
+
+// Lowering MaxRetryAfter in a redeploy must not turn the backlog diverted
+// under the old value into malformed messages (dead-lettered by the drain).
+func TestLoweredMaxRetryAfterKeepsBacklog(t *testing.T) {
+	e := newEnv(t, natstest.URL(t), nil) // MaxRetryAfter 1h
+	if err := e.q.Divert(testCtx(t), message.NewMessage("m1", nil), retryqueue.ReasonFailure, retryAfterErr(50*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	cfg := e.cfg
+	cfg.MaxRetryAfter = 10 * time.Minute
+	q2, err := retryqueue.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if why, bad := q2.Malformed(last(t, e.js, e.q.RetryTopic())); bad {
+		t.Errorf("after lowering MaxRetryAfter to 10m, a message diverted with a 50m hint is malformed: %s", why)
+	}
+}
+
+// A drain handler that diverts another message under the drained
+// message's context: the other message is published (Divert's nil means a
+// durable copy), and the drained message, whose handler returned nil, is
+// acked, not turned away.
+func TestDivertOtherMessageUnderDrainContext(t *testing.T) {
+	e := newEnv(t, natstest.URL(t), nil)
+	seed(t, e, 1)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	var divErr error
+	handler := func(m *message.Message) ([]*message.Message, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[m.UUID]++
+		if len(seen) == 1 {
+			divErr = e.q.Divert(m.Context(), message.NewMessage("other", []byte("x")), retryqueue.ReasonOpen, errOpen)
+		}
+		return nil, nil
+	}
+	g := &gate{}
+	g.budget.Store(1 << 30)
+	d := startDrainer(t, e, retryqueue.DrainerConfig{Handler: handler, Gate: g, PollInterval: 20 * time.Millisecond})
+	natstest.Eventually(t, 5*time.Second, func() bool { return d.Stats().Drained == 2 }, "both drained")
+	mu.Lock()
+	defer mu.Unlock()
+	if divErr != nil {
+		t.Fatal(divErr)
+	}
+	if seen["m000"] != 1 || seen["other"] != 1 {
+		t.Errorf("handled %v, want m000 and other once each", seen)
+	}
+	if s := d.Stats(); s.Deferred != 0 {
+		t.Errorf("stats %+v: the drained message was turned away", s)
 	}
 }

@@ -204,8 +204,8 @@ type Scenario struct {
 
 	// OpenWindow is optional: the first open window of every strategy, and
 	// the fixed window of eager. Default 1s (geofence note); range
-	// (0, 48h]: the breaker sets no upper bound ([breaker.Config]
-	// BaseOpenWindow > 0), the simulator caps it at its longest run.
+	// (0, 48h]: the simulator's longest run, below the breaker's own
+	// bound ([breaker.MaxOpenWindowLimit], a week).
 	OpenWindow time.Duration
 
 	// MaxOpenWindow is optional: the cap of the doubling, jittered open

@@ -23,8 +23,12 @@ type Counters struct {
 	// DeadLettered counts messages confirmed in the dead-letter stream.
 	DeadLettered atomic.Int64
 	// Nacked counts messages whose diversion or dead letter was not
-	// confirmed (the broker redelivers them).
+	// confirmed, or whose context was done before admission (the broker
+	// redelivers them).
 	Nacked atomic.Int64
+	// Deferred counts drained messages the breaker turned away (left in
+	// place in the backlog).
+	Deferred atomic.Int64
 	// Trips counts transitions to open, from closed or half-open.
 	Trips atomic.Int64
 
@@ -55,6 +59,8 @@ func (c *Counters) OnEvent(ev middleware.Event) {
 		c.mu.Unlock()
 	case middleware.Nacked:
 		c.Nacked.Add(1)
+	case middleware.Deferred:
+		c.Deferred.Add(1)
 	}
 }
 
