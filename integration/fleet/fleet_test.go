@@ -133,19 +133,25 @@ func runOutage(t *testing.T, n int, shared, killNode bool) outageResult {
 
 // TestPartnerOutage: three replicas share one breaker through KV (R3 on a
 // 3-node cluster) through a partner outage, against one replica carrying
-// the same load alone.
+// the same load alone; two pairs of runs.
 func TestPartnerOutage(t *testing.T) {
-	var fleet, single outageResult
-	t.Run("fleet", func(t *testing.T) { fleet = runOutage(t, 3, true, false) })
-	t.Run("single", func(t *testing.T) { single = runOutage(t, 1, false, false) })
-	if t.Failed() {
-		return
+	const pairs = 2
+	var fleetErrs, singleErrs int64
+	for i := range pairs {
+		var fleet, single outageResult
+		t.Run(fmt.Sprintf("fleet-%d", i+1), func(t *testing.T) { fleet = runOutage(t, 3, true, false) })
+		t.Run(fmt.Sprintf("single-%d", i+1), func(t *testing.T) { single = runOutage(t, 1, false, false) })
+		if t.Failed() {
+			return
+		}
+		t.Logf("fleet of 3:  max probes in flight %d, probes %d, errors after recovery %d, close spread %v, all closed %v after recovery",
+			fleet.maxProbes, fleet.probes, fleet.errsAfter, fleet.closeSpread, fleet.recoveryTime)
+		t.Logf("one replica: max probes in flight %d, probes %d, errors after recovery %d, all closed %v after recovery",
+			single.maxProbes, single.probes, single.errsAfter, single.recoveryTime)
+		checkFleet(t, fleet)
+		fleetErrs += fleet.errsAfter
+		singleErrs += single.errsAfter
 	}
-	t.Logf("fleet of 3:  max probes in flight %d, probes %d, errors after recovery %d, close spread %v, all closed %v after recovery",
-		fleet.maxProbes, fleet.probes, fleet.errsAfter, fleet.closeSpread, fleet.recoveryTime)
-	t.Logf("one replica: max probes in flight %d, probes %d, errors after recovery %d, all closed %v after recovery",
-		single.maxProbes, single.probes, single.errsAfter, single.recoveryTime)
-	checkFleet(t, fleet)
 	// Per trip the fleet costs what one breaker costs: the calls started
 	// within one partner latency before the trip fail wherever they were
 	// admitted, and a trip or close reaches the other replicas through the
@@ -153,13 +159,15 @@ func TestPartnerOutage(t *testing.T) {
 	// docs/fleet.md, "Errors after recovery"). One run's count varies with
 	// the number of re-trips that fit in the fragile phase (a trip late in
 	// it costs 5 errors, a full one 12-19) and with which replica the
-	// partner's capacity serves first: over 29 paired runs the fleet made
-	// 20-38 errors (mean 31.8), one replica 25-47 (mean 35.6), the fleet
-	// more than one replica in 3 of them. A strict per-run "<=" is
-	// therefore likely, not a property; the bound allows the run-to-run
-	// spread (sd about 4-5 each) above one replica's count.
-	if limit := single.errsAfter*5/4 + 5; fleet.errsAfter > limit {
-		t.Errorf("fleet errors after recovery %d > 1.25 × one replica's %d + 5", fleet.errsAfter, single.errsAfter)
+	// partner's capacity serves first: over 36 paired runs the fleet made
+	// 20-38 errors, one replica 25-47 (sd about 4-5 each), the fleet more
+	// than one replica in 4 of them. A strict per-run "<=" is therefore
+	// likely, not a property. The test sums two pairs, which halves the
+	// spread of the difference's mean, and allows a quarter plus 5 above
+	// one replica's sum.
+	t.Logf("over %d pairs: fleet %d errors after recovery, one replica %d", pairs, fleetErrs, singleErrs)
+	if limit := singleErrs*5/4 + 5; fleetErrs > limit {
+		t.Errorf("fleet errors after recovery %d > 1.25 × one replica's %d + 5, over %d pairs", fleetErrs, singleErrs, pairs)
 	}
 }
 
