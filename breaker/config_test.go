@@ -3,12 +3,12 @@ package breaker_test
 import (
 	"errors"
 	"math"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/internal/configtest"
 )
 
 func TestOpenWindowStep(t *testing.T) {
@@ -190,36 +190,25 @@ func TestValidate(t *testing.T) {
 // takes a value or a composite literal, applies the defaults to its own
 // copy, and leaves the caller's config as it is.
 func TestValidateOnValues(t *testing.T) {
-	st := breaker.NewMemoryStore(nil)
-	for _, tc := range []struct {
-		name  string
-		cfg   interface{ Validate() error }
-		field string // "" for valid
-	}{
-		{"Config minimal", breaker.Config{}, ""},
-		{"Config SuccessesToClose", breaker.Config{SuccessesToClose: -1}, "SuccessesToClose"},
-		{"Config MaxOpenWindow", breaker.Config{MaxOpenWindow: time.Millisecond}, "MaxOpenWindow"},
-		{"FleetConfig minimal", breaker.FleetConfig{Store: st}, ""},
-		{"FleetConfig ProbeLeaseTTL", breaker.FleetConfig{Store: st, ProbeLeaseTTL: time.Millisecond}, "FleetConfig.ProbeLeaseTTL"},
-		{"FleetConfig Store", breaker.FleetConfig{}, "FleetConfig.Store"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			err := tc.cfg.Validate()
-			var ce *breaker.ConfigError
-			switch {
-			case tc.field == "" && err != nil:
-				t.Fatalf("Validate = %v, want nil", err)
-			case tc.field != "" && (!errors.Is(err, breaker.ErrInvalidConfig) || !errors.As(err, &ce) || ce.Field != tc.field):
-				t.Fatalf("Validate = %v, want a ConfigError for %s", err, tc.field)
-			}
-		})
+	// fieldIs reports whether err is a ConfigError for the field.
+	fieldIs := func(err error, field string) bool {
+		var ce *breaker.ConfigError
+		return errors.As(err, &ce) && ce.Field == field
 	}
-	c := breaker.Config{WindowSize: 5}
-	if err := c.Validate(); err != nil || !reflect.DeepEqual(c, breaker.Config{WindowSize: 5}) {
-		t.Errorf("Config.Validate = %v, config now %+v; want nil and unchanged", err, c)
-	}
-	f := breaker.FleetConfig{Store: st}
-	if err := f.Validate(); err != nil || !reflect.DeepEqual(f, breaker.FleetConfig{Store: st}) {
-		t.Errorf("FleetConfig.Validate = %v, config now %+v; want nil and unchanged", err, f)
-	}
+	t.Run("Config", func(t *testing.T) {
+		configtest.Run(t, breaker.ErrInvalidConfig, []configtest.Case[breaker.Config]{
+			{Name: "minimal", Cfg: breaker.Config{}},
+			{Name: "WindowSize", Cfg: breaker.Config{WindowSize: 5}},
+			{Name: "SuccessesToClose", Cfg: breaker.Config{SuccessesToClose: -1}, Want: "SuccessesToClose"},
+			{Name: "MaxOpenWindow", Cfg: breaker.Config{MaxOpenWindow: time.Millisecond}, Want: "MaxOpenWindow"},
+		}, &configtest.Options[breaker.Config]{Match: fieldIs})
+	})
+	t.Run("FleetConfig", func(t *testing.T) {
+		st := breaker.NewMemoryStore(nil)
+		configtest.Run(t, breaker.ErrInvalidConfig, []configtest.Case[breaker.FleetConfig]{
+			{Name: "minimal", Cfg: breaker.FleetConfig{Store: st}},
+			{Name: "ProbeLeaseTTL", Cfg: breaker.FleetConfig{Store: st, ProbeLeaseTTL: time.Millisecond}, Want: "FleetConfig.ProbeLeaseTTL"},
+			{Name: "Store", Cfg: breaker.FleetConfig{}, Want: "FleetConfig.Store"},
+		}, &configtest.Options[breaker.FleetConfig]{Match: fieldIs})
+	})
 }

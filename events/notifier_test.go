@@ -3,7 +3,6 @@ package events_test
 import (
 	"context"
 	"errors"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/breaker/breakertest"
 	"github.com/floodgate-go/floodgate/events"
+	"github.com/floodgate-go/floodgate/internal/configtest"
 	"github.com/floodgate-go/floodgate/internal/natstest"
 	"github.com/floodgate-go/floodgate/jsq"
 )
@@ -217,30 +217,9 @@ func TestConfigAndDecode(t *testing.T) {
 // Config.Validate checks the config as [events.New] uses it, defaults
 // applied to its zero fields, and leaves it as it is.
 func TestConfigValidate(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		cfg   events.Config
-		field string // "" for valid
-	}{
-		{"minimal", events.Config{}, ""},
-		{"Buffer", events.Config{Buffer: 1<<16 + 1}, "Buffer must be in 1..65536, got 65537"},
-		{"PublishTimeout", events.Config{PublishTimeout: -time.Second}, "PublishTimeout must be > 0, got -1s"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			before := tc.cfg
-			err := tc.cfg.Validate()
-			if !reflect.DeepEqual(tc.cfg, before) {
-				t.Errorf("Validate modified the config: %+v, was %+v", tc.cfg, before)
-			}
-			if tc.field == "" {
-				if err != nil {
-					t.Fatalf("Validate = %v, want nil", err)
-				}
-				return
-			}
-			if !errors.Is(err, events.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
-				t.Errorf("Validate = %v, want ErrInvalidConfig naming %q", err, tc.field)
-			}
-		})
-	}
+	configtest.Run(t, events.ErrInvalidConfig, []configtest.Case[events.Config]{
+		{Name: "minimal", Cfg: events.Config{}},
+		{Name: "Buffer", Cfg: events.Config{Buffer: 1<<16 + 1}, Want: "Buffer must be in 1..65536, got 65537"},
+		{Name: "PublishTimeout", Cfg: events.Config{PublishTimeout: -time.Second}, Want: "PublishTimeout must be > 0, got -1s"},
+	}, nil)
 }

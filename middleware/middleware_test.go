@@ -17,6 +17,7 @@ import (
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/breaker/breakertest"
 	"github.com/floodgate-go/floodgate/deliver"
+	"github.com/floodgate-go/floodgate/internal/configtest"
 	"github.com/floodgate-go/floodgate/internal/natstest"
 	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/floodgate-go/floodgate/middleware"
@@ -669,40 +670,19 @@ func TestContextDoneBeforeAdmissionIsNacked(t *testing.T) {
 }
 
 // Regression (fresh-user trial): Validate had a pointer receiver, unlike
-// the other configs'. It takes a value, checks the config as [middleware.New]
-// uses it, defaults applied to its zero fields, and leaves it as it is.
+// the other configs'. It takes a value (configtest.Run takes no other),
+// checks the config as [middleware.New] uses it, defaults applied to its
+// zero fields, and leaves it as it is.
 func TestConfigValidate(t *testing.T) {
-	var _ interface{ Validate() error } = middleware.Config{} // a value receiver
 	b, err := breaker.New(breaker.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Stop()
 	q := &retryqueue.Queue{}
-	for _, tc := range []struct {
-		name string
-		cfg  middleware.Config
-		want string // "" for valid
-	}{
-		{"minimal", middleware.Config{Breaker: b, Queue: q}, ""},
-		{"Queue", middleware.Config{Breaker: b}, "Queue is required"},
-		{"Timeout", middleware.Config{Breaker: b, Queue: q, Timeout: -time.Second}, "Timeout must be > 0, got -1s"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := tc.cfg
-			err := c.Validate()
-			if c.Breaker != tc.cfg.Breaker || c.Queue != tc.cfg.Queue || c.Timeout != tc.cfg.Timeout || c.IsPermanent != nil || c.Logger != nil {
-				t.Errorf("Validate modified the config: %+v, was %+v", c, tc.cfg)
-			}
-			if tc.want == "" {
-				if err != nil {
-					t.Fatalf("Validate = %v, want nil", err)
-				}
-				return
-			}
-			if !errors.Is(err, middleware.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("Validate = %v, want ErrInvalidConfig naming %q", err, tc.want)
-			}
-		})
-	}
+	configtest.Run(t, middleware.ErrInvalidConfig, []configtest.Case[middleware.Config]{
+		{Name: "minimal", Cfg: middleware.Config{Breaker: b, Queue: q}},
+		{Name: "Queue", Cfg: middleware.Config{Breaker: b}, Want: "Queue is required"},
+		{Name: "Timeout", Cfg: middleware.Config{Breaker: b, Queue: q, Timeout: -time.Second}, Want: "Timeout must be > 0, got -1s"},
+	}, nil)
 }

@@ -3,13 +3,13 @@ package retryqueue_test
 import (
 	"context"
 	"errors"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/floodgate-go/floodgate/internal/configtest"
 	"github.com/floodgate-go/floodgate/internal/natstest"
 	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/floodgate-go/floodgate/retryqueue"
@@ -35,94 +35,57 @@ func TestValidateAppliesDefaults(t *testing.T) {
 	gate := retryqueue.GateFunc(func() int { return 1 })
 
 	t.Run("Config", func(t *testing.T) {
-		for _, tc := range []struct {
-			name  string
-			mod   func(*retryqueue.Config)
-			field string // "" for valid
-		}{
-			{"minimal", func(*retryqueue.Config) {}, ""},
-			{"MaxAttempts", func(c *retryqueue.Config) { c.MaxAttempts = -1 }, "MaxAttempts must be >= 1"},
-			{"PublishTimeout", func(c *retryqueue.Config) { c.PublishTimeout = -time.Second }, "PublishTimeout must be > 0"},
-			{"MaxAge", func(c *retryqueue.Config) { c.MaxAge = -time.Hour }, "MaxAge must be > 0"},
-			{"MaxRetryAfter", func(c *retryqueue.Config) { c.MaxRetryAfter = -time.Hour }, "MaxRetryAfter must be in (0, MaxAge"},
-			{"MaxRetryAfter", func(c *retryqueue.Config) { c.MaxAge = time.Hour; c.MaxRetryAfter = 2 * time.Hour }, "MaxRetryAfter must be in (0, MaxAge 1h0m0s], got 2h0m0s"},
-			{"MaxErrorLen", func(c *retryqueue.Config) { c.MaxErrorLen = 15 }, "MaxErrorLen must be >= 16"},
-			{"MaxHistory", func(c *retryqueue.Config) { c.MaxHistory = 101 }, "MaxHistory must be in 1..100"},
-			{"RetryTopic", func(c *retryqueue.Config) { c.RetryTopic = "a.b" }, "RetryTopic: "},
-			{"DeadLetterTopic", func(c *retryqueue.Config) { c.DeadLetterTopic = "a b" }, "DeadLetterTopic: "},
-			{"topics equal to a default", func(c *retryqueue.Config) { c.RetryTopic = "floodgate_dead" }, "RetryTopic and DeadLetterTopic must differ"},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				c := retryqueue.Config{Publisher: pub}
-				tc.mod(&c)
-				before := c
-				err := c.Validate()
-				if !reflect.DeepEqual(c, before) {
-					t.Errorf("Validate modified the config: %+v, was %+v", c, before)
-				}
-				_, newErr := retryqueue.New(c)
-				if tc.field == "" {
-					if err != nil || newErr != nil {
-						t.Fatalf("Validate = %v, New = %v; want both nil", err, newErr)
-					}
-					return
-				}
-				if !errors.Is(err, retryqueue.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
-					t.Errorf("Validate = %v, want ErrInvalidConfig naming %q", err, tc.field)
-				}
-				if !errors.Is(newErr, retryqueue.ErrInvalidConfig) || !strings.Contains(newErr.Error(), tc.field) {
-					t.Errorf("New = %v, want ErrInvalidConfig naming %q", newErr, tc.field)
-				}
-			})
-		}
+		minimal := retryqueue.Config{Publisher: pub}
+		with := func(mod func(*retryqueue.Config)) retryqueue.Config { return configtest.With(minimal, mod) }
+		configtest.Run(t, retryqueue.ErrInvalidConfig, []configtest.Case[retryqueue.Config]{
+			{Name: "minimal", Cfg: minimal},
+			{Name: "MaxAttempts", Cfg: with(func(c *retryqueue.Config) { c.MaxAttempts = -1 }), Want: "MaxAttempts must be >= 1"},
+			{Name: "PublishTimeout", Cfg: with(func(c *retryqueue.Config) { c.PublishTimeout = -time.Second }), Want: "PublishTimeout must be > 0"},
+			{Name: "MaxAge", Cfg: with(func(c *retryqueue.Config) { c.MaxAge = -time.Hour }), Want: "MaxAge must be > 0"},
+			{Name: "MaxRetryAfter", Cfg: with(func(c *retryqueue.Config) { c.MaxRetryAfter = -time.Hour }), Want: "MaxRetryAfter must be in (0, MaxAge"},
+			{Name: "MaxRetryAfter", Cfg: with(func(c *retryqueue.Config) { c.MaxAge = time.Hour; c.MaxRetryAfter = 2 * time.Hour }), Want: "MaxRetryAfter must be in (0, MaxAge 1h0m0s], got 2h0m0s"},
+			{Name: "MaxErrorLen", Cfg: with(func(c *retryqueue.Config) { c.MaxErrorLen = 15 }), Want: "MaxErrorLen must be >= 16"},
+			{Name: "MaxHistory", Cfg: with(func(c *retryqueue.Config) { c.MaxHistory = 101 }), Want: "MaxHistory must be in 1..100"},
+			{Name: "RetryTopic", Cfg: with(func(c *retryqueue.Config) { c.RetryTopic = "a.b" }), Want: "RetryTopic: "},
+			{Name: "DeadLetterTopic", Cfg: with(func(c *retryqueue.Config) { c.DeadLetterTopic = "a b" }), Want: "DeadLetterTopic: "},
+			{Name: "topics equal to a default", Cfg: with(func(c *retryqueue.Config) { c.RetryTopic = "floodgate_dead" }), Want: "RetryTopic and DeadLetterTopic must differ"},
+		}, &configtest.Options[retryqueue.Config]{
+			New:      func(c retryqueue.Config) error { _, err := retryqueue.New(c); return err },
+			NewValid: true,
+		})
 	})
 
 	t.Run("DrainerConfig", func(t *testing.T) {
-		// strip drops the func fields (Gate is a GateFunc), which
-		// reflect.DeepEqual cannot compare.
-		strip := func(c retryqueue.DrainerConfig) retryqueue.DrainerConfig {
-			c.Handler, c.Gate, c.NakDelay = nil, nil, nil
-			return c
+		minimal := retryqueue.DrainerConfig{JetStream: js, Queue: q, Handler: handler, Gate: gate}
+		with := func(mod func(*retryqueue.DrainerConfig)) retryqueue.DrainerConfig {
+			return configtest.With(minimal, mod)
 		}
-		for _, tc := range []struct {
-			name  string
-			mod   func(*retryqueue.DrainerConfig)
-			field string // "" for valid
-		}{
-			{"minimal", func(*retryqueue.DrainerConfig) {}, ""},
-			{"Rate", func(c *retryqueue.DrainerConfig) { c.Rate = -1 }, "Rate must be > 0"},
-			{"MinRate", func(c *retryqueue.DrainerConfig) { c.Rate, c.MinRate = 5, 6 }, "MinRate must be in (0, Rate=5]"},
-			{"MaxInFlight", func(c *retryqueue.DrainerConfig) { c.MaxInFlight = 10001 }, "MaxInFlight must be in 1..10000"},
-			{"AdjustInterval", func(c *retryqueue.DrainerConfig) { c.AdjustInterval = time.Millisecond }, "AdjustInterval must be >= 10ms"},
-			{"Decrease", func(c *retryqueue.DrainerConfig) { c.Decrease = 1 }, "Decrease must be in (0, 1)"},
-			{"AckWait", func(c *retryqueue.DrainerConfig) { c.AckWait = 500 * time.Millisecond }, "AckWait must be >= 1s"},
-			{"HandlerTimeout", func(c *retryqueue.DrainerConfig) { c.HandlerTimeout = time.Minute }, "HandlerTimeout must be > 0 and < AckWait (30s)"},
-			{"PollInterval", func(c *retryqueue.DrainerConfig) { c.PollInterval = -time.Second }, "PollInterval must be > 0"},
-			{"Consumer", func(c *retryqueue.DrainerConfig) { c.Consumer = "a.b" }, "Consumer: "},
-		} {
-			t.Run(tc.name, func(t *testing.T) {
-				c := retryqueue.DrainerConfig{JetStream: js, Queue: q, Handler: handler, Gate: gate}
-				tc.mod(&c)
-				before := c
-				err := c.Validate()
-				if !reflect.DeepEqual(strip(c), strip(before)) || c.Handler == nil || c.Gate == nil || c.NakDelay != nil {
-					t.Errorf("Validate modified the config: %+v, was %+v", c, before)
+		configtest.Run(t, retryqueue.ErrInvalidConfig, []configtest.Case[retryqueue.DrainerConfig]{
+			{Name: "minimal", Cfg: minimal},
+			{Name: "Rate", Cfg: with(func(c *retryqueue.DrainerConfig) { c.Rate = -1 }), Want: "Rate must be > 0"},
+			{Name: "MinRate", Cfg: with(func(c *retryqueue.DrainerConfig) { c.Rate, c.MinRate = 5, 6 }), Want: "MinRate must be in (0, Rate=5]"},
+			{Name: "MaxInFlight", Cfg: with(func(c *retryqueue.DrainerConfig) { c.MaxInFlight = 10001 }), Want: "MaxInFlight must be in 1..10000"},
+			{Name: "AdjustInterval", Cfg: with(func(c *retryqueue.DrainerConfig) { c.AdjustInterval = time.Millisecond }), Want: "AdjustInterval must be >= 10ms"},
+			{Name: "Decrease", Cfg: with(func(c *retryqueue.DrainerConfig) { c.Decrease = 1 }), Want: "Decrease must be in (0, 1)"},
+			{Name: "AckWait", Cfg: with(func(c *retryqueue.DrainerConfig) { c.AckWait = 500 * time.Millisecond }), Want: "AckWait must be >= 1s"},
+			{Name: "HandlerTimeout", Cfg: with(func(c *retryqueue.DrainerConfig) { c.HandlerTimeout = time.Minute }), Want: "HandlerTimeout must be > 0 and < AckWait (30s)"},
+			{Name: "PollInterval", Cfg: with(func(c *retryqueue.DrainerConfig) { c.PollInterval = -time.Second }), Want: "PollInterval must be > 0"},
+			{Name: "Consumer", Cfg: with(func(c *retryqueue.DrainerConfig) { c.Consumer = "a.b" }), Want: "Consumer: "},
+		}, &configtest.Options[retryqueue.DrainerConfig]{
+			// The func fields (Gate is a GateFunc), which reflect.DeepEqual
+			// cannot compare, stand in as whether they are set.
+			Snapshot: func(c retryqueue.DrainerConfig) any {
+				type snapshot struct {
+					Cfg                     retryqueue.DrainerConfig
+					Handler, Gate, NakDelay bool
 				}
-				_, newErr := retryqueue.NewDrainer(c)
-				if tc.field == "" {
-					if err != nil || newErr != nil {
-						t.Fatalf("Validate = %v, NewDrainer = %v; want both nil", err, newErr)
-					}
-					return
-				}
-				if !errors.Is(err, retryqueue.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
-					t.Errorf("Validate = %v, want ErrInvalidConfig naming %q", err, tc.field)
-				}
-				if !errors.Is(newErr, retryqueue.ErrInvalidConfig) || !strings.Contains(newErr.Error(), tc.field) {
-					t.Errorf("NewDrainer = %v, want ErrInvalidConfig naming %q", newErr, tc.field)
-				}
-			})
-		}
+				s := snapshot{c, c.Handler != nil, c.Gate != nil, c.NakDelay != nil}
+				s.Cfg.Handler, s.Cfg.Gate, s.Cfg.NakDelay = nil, nil, nil
+				return s
+			},
+			New:      func(c retryqueue.DrainerConfig) error { _, err := retryqueue.NewDrainer(c); return err },
+			NewValid: true,
+		})
 	})
 
 	// Regression (fresh-user trial): Provision's error for a bad topic did

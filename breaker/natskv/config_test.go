@@ -2,12 +2,11 @@ package natskv_test
 
 import (
 	"context"
-	"errors"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker/natskv"
+	"github.com/floodgate-go/floodgate/internal/configtest"
 	"github.com/floodgate-go/floodgate/internal/natstest"
 )
 
@@ -16,38 +15,19 @@ import (
 // rejects.
 func TestConfigValidate(t *testing.T) {
 	js := natstest.JetStream(t, natstest.Conn(t, natstest.URL(t)))
-	for _, tc := range []struct {
-		name  string
-		cfg   natskv.Config
-		field string // "" for valid
-	}{
-		{"minimal", natskv.Config{}, ""},
-		{"Replicas", natskv.Config{Replicas: 6}, "Replicas 6, allowed 1..5"},
-		{"MarkerTTL", natskv.Config{MarkerTTL: 500 * time.Millisecond}, "MarkerTTL 500ms, allowed >= 1s"},
-		{"Bucket", natskv.Config{Bucket: "a.b"}, `Bucket "a.b"`},
+	configtest.Run(t, natskv.ErrInvalidConfig, []configtest.Case[natskv.Config]{
+		{Name: "minimal", Cfg: natskv.Config{}},
+		{Name: "Replicas", Cfg: natskv.Config{Replicas: 6}, Want: "Replicas 6, allowed 1..5"},
+		{Name: "MarkerTTL", Cfg: natskv.Config{MarkerTTL: 500 * time.Millisecond}, Want: "MarkerTTL 500ms, allowed >= 1s"},
+		{Name: "Bucket", Cfg: natskv.Config{Bucket: "a.b"}, Want: `Bucket "a.b"`},
 		// '=' is valid in a key but not in a bucket name: JetStream refuses it.
-		{"Bucket with =", natskv.Config{Bucket: "a=b"}, `Bucket "a=b"`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			before := tc.cfg
-			err := tc.cfg.Validate()
-			if tc.cfg != before {
-				t.Errorf("Validate modified the config: %+v, was %+v", tc.cfg, before)
-			}
-			if tc.field == "" {
-				if err != nil {
-					t.Fatalf("Validate = %v, want nil", err)
-				}
-				return
-			}
-			if !errors.Is(err, natskv.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
-				t.Errorf("Validate = %v, want ErrInvalidConfig naming %q", err, tc.field)
-			}
+		{Name: "Bucket with =", Cfg: natskv.Config{Bucket: "a=b"}, Want: `Bucket "a=b"`},
+	}, &configtest.Options[natskv.Config]{
+		New: func(c natskv.Config) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			if _, err := natskv.New(ctx, js, tc.cfg); !errors.Is(err, natskv.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.field) {
-				t.Errorf("New = %v, want ErrInvalidConfig naming %q", err, tc.field)
-			}
-		})
-	}
+			_, err := natskv.New(ctx, js, c)
+			return err
+		},
+	})
 }

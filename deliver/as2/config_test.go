@@ -2,12 +2,12 @@ package as2_test
 
 import (
 	"errors"
-	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/floodgate-go/floodgate/deliver/as2"
+	"github.com/floodgate-go/floodgate/internal/configtest"
 )
 
 func TestNewSenderValidates(t *testing.T) {
@@ -62,33 +62,9 @@ func TestNewSenderValidates(t *testing.T) {
 // it is.
 func TestValidateAppliesDefaults(t *testing.T) {
 	minimal := as2.Config{URL: "https://as2.bluewater.example/as2", From: buyerID, To: supplierID}
-	for _, tc := range []struct {
-		name  string
-		mod   func(*as2.Config)
-		want  error // nil for valid
-		field string
-	}{
-		{"minimal", func(*as2.Config) {}, nil, ""},
-		{"negative MaxMDNSize", func(c *as2.Config) { c.MaxMDNSize = -1 }, as2.ErrNegative, "Config.MaxMDNSize"},
-		{"unknown SignAlgorithm", func(c *as2.Config) { c.SignAlgorithm = "md5" }, as2.ErrAlgorithm, "Config.SignAlgorithm"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c := minimal
-			tc.mod(&c)
-			before := c
-			err := c.Validate()
-			if !reflect.DeepEqual(c, before) {
-				t.Errorf("Validate modified the config: %+v, was %+v", c, before)
-			}
-			if tc.want == nil {
-				if err != nil {
-					t.Fatalf("Validate = %v, want nil", err)
-				}
-				return
-			}
-			if !errors.Is(err, tc.want) || !strings.HasPrefix(err.Error(), tc.field) {
-				t.Errorf("Validate = %v, want %v naming %s", err, tc.want, tc.field)
-			}
-		})
-	}
+	configtest.Run(t, nil, []configtest.Case[as2.Config]{
+		{Name: "minimal", Cfg: minimal},
+		{Name: "negative MaxMDNSize", Cfg: configtest.With(minimal, func(c *as2.Config) { c.MaxMDNSize = -1 }), Err: as2.ErrNegative, Want: "Config.MaxMDNSize"},
+		{Name: "unknown SignAlgorithm", Cfg: configtest.With(minimal, func(c *as2.Config) { c.SignAlgorithm = "md5" }), Err: as2.ErrAlgorithm, Want: "Config.SignAlgorithm"},
+	}, &configtest.Options[as2.Config]{Match: configtest.HasPrefix})
 }

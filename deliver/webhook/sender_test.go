@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/deliver"
 	"github.com/floodgate-go/floodgate/deliver/webhook"
+	"github.com/floodgate-go/floodgate/internal/configtest"
 )
 
 const id = "0195a0c2-7e1b-7c3a-9d41-5b2f8e6a1c07"
@@ -247,35 +247,18 @@ func TestConfigValidate(t *testing.T) {
 // Config.Validate checks the config as [webhook.NewSender] uses it,
 // defaults applied to its zero fields, and leaves it as it is.
 func TestValidateAppliesDefaults(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		cfg   webhook.Config
-		want  error // nil for valid
-		field string
-	}{
-		{"minimal", webhook.Config{URL: "https://hooks.example.com/x"}, nil, ""},
-		{"raw with header and secret", webhook.Config{URL: "https://hooks.example.com/x", Format: webhook.FormatRaw,
-			Header: http.Header{"X-Tenant": {"t1"}}, Secret: []byte("k")}, nil, ""},
-		{"negative timeout", webhook.Config{URL: "https://hooks.example.com/x", Timeout: -time.Second}, webhook.ErrNegative, "Config.Timeout"},
+	configtest.Run(t, nil, []configtest.Case[webhook.Config]{
+		{Name: "minimal", Cfg: webhook.Config{URL: "https://hooks.example.com/x"}},
+		{Name: "raw with header and secret", Cfg: webhook.Config{URL: "https://hooks.example.com/x", Format: webhook.FormatRaw,
+			Header: http.Header{"X-Tenant": {"t1"}}, Secret: []byte("k")}},
+		{Name: "negative timeout", Cfg: webhook.Config{URL: "https://hooks.example.com/x", Timeout: -time.Second}, Err: webhook.ErrNegative, Want: "Config.Timeout"},
 		// FormatJSON ignores ContentType, but a malformed one is reported.
-		{"JSON with bad content type", webhook.Config{URL: "https://hooks.example.com/x", ContentType: "text csv"}, webhook.ErrContentType, "Config.ContentType"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			before := tc.cfg
-			before.Header, before.Secret = tc.cfg.Header.Clone(), slices.Clone(tc.cfg.Secret)
-			err := tc.cfg.Validate()
-			if !reflect.DeepEqual(tc.cfg, before) {
-				t.Errorf("Validate modified the config: %+v, was %+v", tc.cfg, before)
-			}
-			if tc.want == nil {
-				if err != nil {
-					t.Fatalf("Validate = %v, want nil", err)
-				}
-				return
-			}
-			if !errors.Is(err, tc.want) || !strings.HasPrefix(err.Error(), tc.field) {
-				t.Errorf("Validate = %v, want %v naming %s", err, tc.want, tc.field)
-			}
-		})
-	}
+		{Name: "JSON with bad content type", Cfg: webhook.Config{URL: "https://hooks.example.com/x", ContentType: "text csv"}, Err: webhook.ErrContentType, Want: "Config.ContentType"},
+	}, &configtest.Options[webhook.Config]{
+		Match: configtest.HasPrefix,
+		Snapshot: func(c webhook.Config) any {
+			c.Header, c.Secret = c.Header.Clone(), slices.Clone(c.Secret)
+			return c
+		},
+	})
 }

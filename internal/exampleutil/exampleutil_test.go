@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/internal/configtest"
 	"github.com/floodgate-go/floodgate/internal/exampleutil"
 	"github.com/floodgate-go/floodgate/internal/natstest"
 	"github.com/floodgate-go/floodgate/middleware"
@@ -120,38 +121,36 @@ func TestCloseDeletesStreamsOnExternalServer(t *testing.T) {
 	}
 }
 
+// GuardConfig.Validate leaves the config as it is and names a missing
+// required field; NewGuard rejects the config the same way before it
+// provisions anything.
 func TestNewGuardRequiresFields(t *testing.T) {
-	_, err := exampleutil.NewGuard(context.Background(), exampleutil.GuardConfig{})
-	if !errors.Is(err, exampleutil.ErrInvalidConfig) || !strings.Contains(err.Error(), "GuardConfig.NATS") {
-		t.Errorf("no NATS: %v", err)
-	}
 	nc := &exampleutil.NATS{}
 	b := &breaker.Breaker{}
 	deliver := func(*message.Message) ([]*message.Message, error) { return nil, nil }
-	for _, tc := range []struct {
-		cfg  exampleutil.GuardConfig
-		want string // "" for valid
-	}{
-		{exampleutil.GuardConfig{NATS: nc, Breaker: b, Deliver: deliver}, ""}, // minimal: optional fields zero
-		{exampleutil.GuardConfig{NATS: nc}, "GuardConfig.Breaker"},
-		{exampleutil.GuardConfig{NATS: nc, Breaker: b}, "GuardConfig.Deliver"},
-	} {
-		before := tc.cfg
-		err := tc.cfg.Validate()
-		if tc.cfg.NATS != before.NATS || tc.cfg.Breaker != before.Breaker || (tc.cfg.Deliver == nil) != (before.Deliver == nil) ||
-			tc.cfg.RetryTopic != "" || tc.cfg.DeadLetterTopic != "" || tc.cfg.Timeout != 0 || tc.cfg.DrainRate != 0 || tc.cfg.Logger != nil {
-			t.Errorf("Validate modified the config: %+v, was %+v", tc.cfg, before)
-		}
-		if tc.want == "" {
-			if err != nil {
-				t.Errorf("Validate() = %v, want nil", err)
+	configtest.Run(t, exampleutil.ErrInvalidConfig, []configtest.Case[exampleutil.GuardConfig]{
+		// minimal: optional fields zero
+		{Name: "minimal", Cfg: exampleutil.GuardConfig{NATS: nc, Breaker: b, Deliver: deliver}},
+		{Name: "NATS", Cfg: exampleutil.GuardConfig{}, Want: "GuardConfig.NATS"},
+		{Name: "Breaker", Cfg: exampleutil.GuardConfig{NATS: nc}, Want: "GuardConfig.Breaker"},
+		{Name: "Deliver", Cfg: exampleutil.GuardConfig{NATS: nc, Breaker: b}, Want: "GuardConfig.Deliver"},
+	}, &configtest.Options[exampleutil.GuardConfig]{
+		// Deliver, a func reflect.DeepEqual cannot compare, stands in as
+		// whether it is set.
+		Snapshot: func(c exampleutil.GuardConfig) any {
+			type snapshot struct {
+				Cfg     exampleutil.GuardConfig
+				Deliver bool
 			}
-			continue
-		}
-		if !errors.Is(err, exampleutil.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("Validate() = %v, want one naming %s", err, tc.want)
-		}
-	}
+			s := snapshot{c, c.Deliver != nil}
+			s.Cfg.Deliver = nil
+			return s
+		},
+		New: func(c exampleutil.GuardConfig) error {
+			_, err := exampleutil.NewGuard(context.Background(), c)
+			return err
+		},
+	})
 }
 
 func TestStartNATSBadURL(t *testing.T) {

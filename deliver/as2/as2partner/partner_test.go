@@ -6,7 +6,6 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/deliver/as2"
 	"github.com/floodgate-go/floodgate/deliver/as2/as2partner"
+	"github.com/floodgate-go/floodgate/internal/configtest"
 )
 
 type fakeClock struct {
@@ -301,33 +301,16 @@ func TestModeStrings(t *testing.T) {
 // applied to its zero fields (phase names and bursts among them), and
 // leaves it and its Script as they are.
 func TestValidateAppliesDefaults(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		cfg   as2partner.Config
-		want  error // nil for valid
-		field string
-	}{
-		{"minimal", as2partner.Config{}, nil, ""},
-		{"unnamed fragile phase", as2partner.Config{Script: []as2partner.Phase{{Duration: time.Second, Mode: as2partner.Fragile, Capacity: 50}, {}}}, nil, ""},
-		{"negative MaxBodySize", as2partner.Config{MaxBodySize: -1}, as2partner.ErrMaxBodySize, "Config.MaxBodySize"},
-		{"fragile negative burst", as2partner.Config{Script: []as2partner.Phase{{Mode: as2partner.Fragile, Capacity: 50, Burst: -1}}}, as2partner.ErrCapacity, "Config.Script[0].Burst"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			before := tc.cfg
-			before.Script = slices.Clone(tc.cfg.Script)
-			err := tc.cfg.Validate()
-			if !reflect.DeepEqual(tc.cfg, before) {
-				t.Errorf("Validate modified the config: %+v, was %+v", tc.cfg, before)
-			}
-			if tc.want == nil {
-				if err != nil {
-					t.Fatalf("Validate = %v, want nil", err)
-				}
-				return
-			}
-			if !errors.Is(err, tc.want) || !strings.HasPrefix(err.Error(), tc.field) {
-				t.Errorf("Validate = %v, want %v naming %s", err, tc.want, tc.field)
-			}
-		})
-	}
+	configtest.Run(t, nil, []configtest.Case[as2partner.Config]{
+		{Name: "minimal", Cfg: as2partner.Config{}},
+		{Name: "unnamed fragile phase", Cfg: as2partner.Config{Script: []as2partner.Phase{{Duration: time.Second, Mode: as2partner.Fragile, Capacity: 50}, {}}}},
+		{Name: "negative MaxBodySize", Cfg: as2partner.Config{MaxBodySize: -1}, Err: as2partner.ErrMaxBodySize, Want: "Config.MaxBodySize"},
+		{Name: "fragile negative burst", Cfg: as2partner.Config{Script: []as2partner.Phase{{Mode: as2partner.Fragile, Capacity: 50, Burst: -1}}}, Err: as2partner.ErrCapacity, Want: "Config.Script[0].Burst"},
+	}, &configtest.Options[as2partner.Config]{
+		Match: configtest.HasPrefix,
+		Snapshot: func(c as2partner.Config) any {
+			c.Script = slices.Clone(c.Script)
+			return c
+		},
+	})
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/floodgate-go/floodgate/deliver"
 	"github.com/floodgate-go/floodgate/deliver/webhook"
 	"github.com/floodgate-go/floodgate/deliver/webhook/webhooktest"
+	"github.com/floodgate-go/floodgate/internal/configtest"
 )
 
 type fakeClock struct {
@@ -257,33 +257,16 @@ func TestConfigValidate(t *testing.T) {
 // applied to its zero fields (phase names among them), and leaves it and
 // its Script as they are.
 func TestValidateAppliesDefaults(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		cfg   webhooktest.Config
-		want  error // nil for valid
-		field string
-	}{
-		{"minimal", webhooktest.Config{}, nil, ""},
-		{"unnamed phases", webhooktest.Config{Script: []webhooktest.Phase{{Duration: time.Second}, {Status: 503}}}, nil, ""},
-		{"negative MaxBodySize", webhooktest.Config{MaxBodySize: -1}, webhooktest.ErrLatency, "Config.MaxBodySize"},
-		{"negative slow latency", webhooktest.Config{Script: []webhooktest.Phase{{SlowLatency: -time.Second}}}, webhooktest.ErrLatency, "Config.Script[0]"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			before := tc.cfg
-			before.Script = slices.Clone(tc.cfg.Script)
-			err := tc.cfg.Validate()
-			if !reflect.DeepEqual(tc.cfg, before) {
-				t.Errorf("Validate modified the config: %+v, was %+v", tc.cfg, before)
-			}
-			if tc.want == nil {
-				if err != nil {
-					t.Fatalf("Validate = %v, want nil", err)
-				}
-				return
-			}
-			if !errors.Is(err, tc.want) || !strings.HasPrefix(err.Error(), tc.field) {
-				t.Errorf("Validate = %v, want %v naming %s", err, tc.want, tc.field)
-			}
-		})
-	}
+	configtest.Run(t, webhooktest.ErrLatency, []configtest.Case[webhooktest.Config]{
+		{Name: "minimal", Cfg: webhooktest.Config{}},
+		{Name: "unnamed phases", Cfg: webhooktest.Config{Script: []webhooktest.Phase{{Duration: time.Second}, {Status: 503}}}},
+		{Name: "negative MaxBodySize", Cfg: webhooktest.Config{MaxBodySize: -1}, Want: "Config.MaxBodySize"},
+		{Name: "negative slow latency", Cfg: webhooktest.Config{Script: []webhooktest.Phase{{SlowLatency: -time.Second}}}, Want: "Config.Script[0]"},
+	}, &configtest.Options[webhooktest.Config]{
+		Match: configtest.HasPrefix,
+		Snapshot: func(c webhooktest.Config) any {
+			c.Script, c.Secret = slices.Clone(c.Script), slices.Clone(c.Secret)
+			return c
+		},
+	})
 }
