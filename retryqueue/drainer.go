@@ -875,11 +875,7 @@ func (d *Drainer) handle(ctx context.Context, it item) {
 	}
 	if !d.settle(base, jm, wm, err) {
 		if it.key != "" && err != nil { // nakked: it comes back after settle's delay
-			var delivered uint64 = 1
-			if md, merr := jm.Metadata(); merr == nil {
-				delivered = md.NumDelivered
-			}
-			d.order.addPending(it.key, it.seq, time.Now().Add(d.cfg.NakDelay(delivered)+2*d.cfg.AckWait))
+			d.order.addPending(it.key, it.seq, time.Now().Add(d.nakDelay(jm)+2*d.cfg.AckWait))
 		}
 		return
 	}
@@ -925,16 +921,21 @@ func (d *Drainer) settle(ctx context.Context, jm jetstream.Msg, wm *message.Mess
 		}
 		return true
 	}
-	var delivered uint64 = 1
-	if md, mdErr := jm.Metadata(); mdErr == nil {
-		delivered = md.NumDelivered
-	}
 	d.redelivered.Add(1)
-	if nerr := jm.NakWithDelay(d.cfg.NakDelay(delivered)); nerr != nil {
+	if nerr := jm.NakWithDelay(d.nakDelay(jm)); nerr != nil {
 		d.ackErrors.Add(1)
 		d.logAckError("nak", nerr, wm)
 	}
 	return false
+}
+
+// nakDelay is NakDelay for jm's delivery count (1 if unknown).
+func (d *Drainer) nakDelay(jm jetstream.Msg) time.Duration {
+	var delivered uint64 = 1
+	if md, err := jm.Metadata(); err == nil {
+		delivered = md.NumDelivered
+	}
+	return d.cfg.NakDelay(delivered)
 }
 
 func (d *Drainer) logAckError(what string, err error, wm *message.Message) {
