@@ -170,9 +170,8 @@ func (g *guard) divert(msg *message.Message, ev Event, reason retryqueue.Reason,
 	switch {
 	case dead != "": // attempts or age used up, or malformed: dead-lettered instead
 		ev.Action, ev.Reason = DeadLettered, dead
-	case reason != retryqueue.ReasonFailure && retryqueue.FromDrain(msg.Context()):
-		// A drained message turned away stays in place (Queue.Divert).
-		ev.Action = Deferred
+	case retryqueue.LeftInPlace(msg.Context(), msg, reason):
+		ev.Action = Deferred // a drained message turned away
 	}
 	g.emit(ev)
 	return nil

@@ -165,11 +165,11 @@ func (q *Queue) Route(ctx context.Context, msg *message.Message, reason Reason, 
 	case now.Sub(first) >= q.cfg.MaxAge:
 		return DeadReasonMaxAge, q.deadLetter(ctx, c, DeadReasonMaxAge, lastErr)
 	}
-	if s := slotFor(ctx, msg); s != nil && reason != ReasonFailure {
+	if LeftInPlace(ctx, msg, reason) {
 		// A drained message the breaker turned away: the drainer leaves
 		// it where it is in the backlog (a delayed nak), so the drain
 		// publishes no copy and keeps the backlog's order.
-		s.set(outcomeDeferred, reason)
+		slotFor(ctx, msg).set(outcomeDeferred, reason)
 		return "", nil
 	}
 	appendHistory(c, entry, q.cfg.MaxHistory)
@@ -186,6 +186,15 @@ func (q *Queue) Route(ctx context.Context, msg *message.Message, reason Reason, 
 		s.set(outcomeDiverted, reason)
 	}
 	return "", nil
+}
+
+// LeftInPlace reports whether [Queue.Divert] leaves msg in place in the
+// backlog instead of publishing a copy: msg is the message a [Drainer]
+// handed over with ctx, and reason is not [ReasonFailure] (the breaker
+// turned it away). Divert still dead-letters such a message whose MaxAge
+// has passed. Safe for concurrent use.
+func LeftInPlace(ctx context.Context, msg *message.Message, reason Reason) bool {
+	return reason != ReasonFailure && slotFor(ctx, msg) != nil
 }
 
 // DeadLetter publishes a copy of msg to the dead-letter topic and returns nil
