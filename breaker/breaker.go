@@ -220,8 +220,8 @@ func (b *Breaker) allowSlow(now int64) (Permit, error) {
 }
 
 // State returns the state now. It evaluates time: an open breaker whose
-// window ended reports half-open (and becomes so), an expired probe or the
-// half-open bound may reopen it.
+// window ended reports half-open (and becomes so), an expired probe may
+// reopen it.
 func (b *Breaker) State() State {
 	if b.word.Load()&stateMask == uint64(StateClosed) {
 		return StateClosed
@@ -445,8 +445,10 @@ func (b *Breaker) Stop() {
 
 func (b *Breaker) enterLocked(to State, now int64, reason string, window time.Duration) {
 	from := b.state
+	var period uint64
 	if from == StateHalfOpen {
 		b.led.retire()
+		period = b.ho.period
 	}
 	b.state = to
 	b.gen++
@@ -461,13 +463,14 @@ func (b *Breaker) enterLocked(to State, now int64, reason string, window time.Du
 		}
 		b.publishLocked(false)
 	case StateHalfOpen:
-		b.ho = halfOpen{stage: stageProbes, since: now, progress: now}
+		b.ho = halfOpen{stage: stageProbes, since: now}
 		b.publishLocked(false)
 	}
 	if len(b.listeners) > 0 {
 		b.pending = append(b.pending, Transition{
 			From: from, To: to, Reason: reason, At: b.at(now), Window: window,
 			Breaker: b.cfg.Name, Generation: b.gen, ConsecutiveTrips: b.trips,
+			period: period,
 		})
 	}
 }
@@ -513,7 +516,7 @@ func (b *Breaker) enterHalfOpenLocked(now int64, reason string) {
 }
 
 // advanceLocked applies what time alone changes: the end of the open window,
-// expired probes, the half-open bound, ramp steps and adaptive intervals.
+// expired probes, ramp steps and adaptive intervals.
 func (b *Breaker) advanceLocked(now int64) {
 	for range 64 {
 		switch b.state {

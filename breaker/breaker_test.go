@@ -261,7 +261,7 @@ func TestUnreportedProbeExpires(t *testing.T) {
 				c = breakertest.NowOnly{C: clk}
 			}
 			b, err := breaker.New(breaker.Config{Clock: c, DisableJitter: true, WindowSize: 4, MinimumCalls: 4,
-				MaxProbeWait: 3 * time.Second})
+				SlowCallDuration: time.Second, MaxProbeWait: 3 * time.Second})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -460,7 +460,7 @@ func TestDefaults(t *testing.T) {
 	if c.WindowSize != 20 || c.MinimumCalls != 10 || c.FailureRateThreshold != 0.5 || c.BaseOpenWindow != time.Second ||
 		c.MaxOpenWindow != 30*time.Second || c.BackoffFactor != 2 || c.Jitter != 0.2 || c.ProbeConcurrency != 2 ||
 		c.SuccessesToClose != 5 || c.SlowCallDuration != 5*time.Second || c.MaxProbeWait != 30*time.Second ||
-		c.HalfOpenBound != time.Minute || !slices.Equal(c.RampSteps, []float64{0.1, 0.25, 0.5, 1}) {
+		!slices.Equal(c.RampSteps, []float64{0.1, 0.25, 0.5, 1}) {
 		t.Fatalf("defaults %+v", c)
 	}
 	p, err := b.Allow()

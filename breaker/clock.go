@@ -18,8 +18,8 @@ type Timer interface {
 
 // TimerClock is a [Clock] that can also schedule calls. With one (the wall
 // clock is one), the breaker leaves the open state on a timer even when no
-// call arrives, expires unreported probes, ends the half-open bound and
-// ramp steps on time, and polls [Config.HealthCheck]. With a plain Clock it
+// call arrives, expires unreported probes, ends ramp steps and adaptive
+// intervals on time, and polls [Config.HealthCheck]. With a plain Clock it
 // does all of that lazily, on the next call to Allow, State or Snapshot, and
 // never runs health checks.
 type TimerClock interface {

@@ -205,15 +205,15 @@ type Config struct {
 	SuccessesToClose int
 
 	// MaxProbeWait is optional: a half-open admission neither reported nor
-	// cancelled within it counts as a failure, so the breaker cannot stay stuck
-	// in half-open. Default 30s; range > 0.
+	// cancelled within it counts as a failure, so a probe whose outcome is
+	// lost cannot hold its slot. Default 30s, or SlowCallDuration if that is
+	// larger; range >= SlowCallDuration (a healthy probe must be able to
+	// report before it expires).
+	//
+	// There is no bound on the half-open state itself: a half-open breaker
+	// that admits no call stays half-open, with its trip count unchanged,
+	// until a probe is counted (absence of calls is not evidence).
 	MaxProbeWait time.Duration
-
-	// HalfOpenBound is optional: with no completed half-open call (a
-	// reported success or failure; neutral outcomes and expired probes do
-	// not count) within it, the breaker reopens. Default 2*MaxProbeWait;
-	// range > 0.
-	HalfOpenBound time.Duration
 
 	// HalfOpenPolicy is optional: how the half-open state admits calls and
 	// decides to close (single probe, capped probes, ramp or adaptive; see
@@ -386,10 +386,7 @@ func (c *Config) setDefaults() {
 		c.SuccessesToClose = DefaultSuccessesToClose
 	}
 	if c.MaxProbeWait == 0 {
-		c.MaxProbeWait = DefaultMaxProbeWait
-	}
-	if c.HalfOpenBound == 0 && c.MaxProbeWait > 0 {
-		c.HalfOpenBound = 2 * c.MaxProbeWait
+		c.MaxProbeWait = max(DefaultMaxProbeWait, c.SlowCallDuration)
 	}
 	if c.RampSteps == nil {
 		c.RampSteps = DefaultRampSteps()
@@ -505,8 +502,9 @@ func (c *Config) validate() error {
 	if c.MaxProbeWait <= 0 {
 		return invalid("MaxProbeWait", c.MaxProbeWait, "> 0")
 	}
-	if c.HalfOpenBound <= 0 {
-		return invalid("HalfOpenBound", c.HalfOpenBound, "> 0")
+	if c.MaxProbeWait < c.SlowCallDuration {
+		return invalid("MaxProbeWait", c.MaxProbeWait, fmt.Sprintf(
+			">= SlowCallDuration (%v) (rule SlowCallDuration <= MaxProbeWait: a probe within SlowCallDuration must be able to report before it expires)", c.SlowCallDuration))
 	}
 	if c.HalfOpenPolicy < HalfOpenCappedProbes || c.HalfOpenPolicy > HalfOpenAdaptive {
 		return invalid("HalfOpenPolicy", c.HalfOpenPolicy, "HalfOpenCappedProbes, HalfOpenSingleProbe, HalfOpenRamp or HalfOpenAdaptive")

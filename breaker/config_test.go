@@ -132,7 +132,7 @@ func TestValidate(t *testing.T) {
 		{"ProbeConcurrency", func(c *breaker.Config) { c.ProbeConcurrency = -1 }},
 		{"SuccessesToClose", func(c *breaker.Config) { c.SuccessesToClose = -3 }},
 		{"MaxProbeWait", func(c *breaker.Config) { c.MaxProbeWait = -time.Second }},
-		{"HalfOpenBound", func(c *breaker.Config) { c.HalfOpenBound = -time.Second }},
+		{"MaxProbeWait", func(c *breaker.Config) { c.MaxProbeWait = time.Second }}, // < SlowCallDuration 5s
 		{"HalfOpenPolicy", func(c *breaker.Config) { c.HalfOpenPolicy = 9 }},
 		{"RampSteps[1]", func(c *breaker.Config) { c.RampSteps = []float64{0.5, 0.4, 1} }},
 		{"RampSteps[0]", func(c *breaker.Config) { c.RampSteps = []float64{0, 1} }},
@@ -201,7 +201,20 @@ func TestValidateOnValues(t *testing.T) {
 			{Name: "WindowSize", Cfg: breaker.Config{WindowSize: 5}},
 			{Name: "SuccessesToClose", Cfg: breaker.Config{SuccessesToClose: -1}, Want: "SuccessesToClose"},
 			{Name: "MaxOpenWindow", Cfg: breaker.Config{MaxOpenWindow: time.Millisecond}, Want: "MaxOpenWindow"},
+			// Cross-field rules (the table in the package doc).
+			{Name: "MaxProbeWait below SlowCallDuration", Cfg: breaker.Config{SlowCallDuration: 10 * time.Second, MaxProbeWait: 5 * time.Second}, Want: "MaxProbeWait"},
+			{Name: "MaxProbeWait equal to SlowCallDuration", Cfg: breaker.Config{SlowCallDuration: 10 * time.Second, MaxProbeWait: 10 * time.Second}},
+			{Name: "MaxProbeWait default follows SlowCallDuration", Cfg: breaker.Config{SlowCallDuration: time.Minute}},
+			{Name: "MinimumCalls above WindowSize", Cfg: breaker.Config{WindowSize: 5, MinimumCalls: 6}, Want: "MinimumCalls"},
 		}, &configtest.Options[breaker.Config]{Match: fieldIs})
+	})
+	t.Run("rule message", func(t *testing.T) {
+		err := breaker.Config{SlowCallDuration: 10 * time.Second, MaxProbeWait: 5 * time.Second}.Validate()
+		for _, want := range []string{"MaxProbeWait", "SlowCallDuration", "SlowCallDuration <= MaxProbeWait"} {
+			if err == nil || !strings.Contains(err.Error(), want) {
+				t.Fatalf("Validate = %v, want it to name %q", err, want)
+			}
+		}
 	})
 	t.Run("FleetConfig", func(t *testing.T) {
 		st := breaker.NewMemoryStore(nil)

@@ -43,10 +43,40 @@
 // share. Calls outside the
 // share are rejected with [ErrThrottled], which also matches [ErrProbeLimit].
 //
+// Only evidence moves a half-open breaker: a counted outcome (a success or
+// failure reported for an admitted call) or a probe expired by
+// [Config.MaxProbeWait]. Absence of calls is not evidence: a half-open
+// breaker that admits no call stays half-open however long, with its trip
+// count unchanged, and admits the next call as a probe. Only a failed probe,
+// or one expired by MaxProbeWait, advances the backoff ladder.
+//
 // Nothing gets stuck: a half-open admission neither reported nor cancelled
-// within [Config.MaxProbeWait] counts as a failure; a cancelled one
-// ([Permit.Cancel]) frees its slot; with no counted outcome within
-// [Config.HalfOpenBound] the breaker reopens.
+// within MaxProbeWait counts as a failure, and frees its slot; a cancelled
+// one ([Permit.Cancel], for a call never made or cut short by shutdown)
+// frees its slot (in a fleet, its probe lease too) and counts neither way.
+//
+// # Cross-field rules
+//
+// [New] and [Config.Validate] (and [JoinFleet], for the fleet's rule)
+// reject settings under which the breaker cannot work, with a
+// [*ConfigError] naming both fields and the rule. Each field's own range is
+// in its doc comment; the rules between fields are these:
+//
+//	Rule                                   Why
+//	MinimumCalls <= WindowSize             (count-based window) the window could never hold enough calls to judge
+//	WindowDuration/WindowBuckets >= 1ms    (time-based window) a bucket must be wide enough to rotate
+//	BaseOpenWindow <= MaxOpenWindow        the cap of the ladder cannot be below its first step
+//	SlowCallDuration <= MaxProbeWait       a probe good by SlowCallDuration must be able to report before it expires
+//	MaxProbeWait <= FleetConfig.ProbeLeaseTTL
+//	                                       a probe must not outlive its fleet lease, or another replica's probe
+//	                                       takes its slot and the fleet exceeds ProbeConcurrency
+//	FleetConfig.FallbackProbes <= ProbeConcurrency
+//	                                       the fallback cap is a part of the fleet's probe budget
+//	RampSteps strictly increasing, last 1  (ramp) the ramp must reach 100 % to close
+//
+// Defaults follow these rules: MaxOpenWindow defaults to at least
+// BaseOpenWindow, MaxProbeWait to at least SlowCallDuration, ProbeLeaseTTL
+// to MaxProbeWait (at least 1 s), MinimumCalls to at most WindowSize.
 //
 // # Permits and generations
 //

@@ -43,8 +43,10 @@ type FleetConfig struct {
 
 	// ProbeLeaseTTL is how long a probe slot stays held without being
 	// released: the slot of a replica that crashed with a probe in flight
-	// frees itself after it. Optional. Default the breaker's MaxProbeWait;
-	// range >= 1s (NATS per-key TTLs are whole seconds).
+	// frees itself after it. Optional. Default the breaker's MaxProbeWait
+	// (at least 1s); range >= 1s (NATS per-key TTLs are whole seconds) and
+	// >= the breaker's [Config.MaxProbeWait], so a probe never outlives its
+	// lease and lets another replica's probe take its slot.
 	ProbeLeaseTTL time.Duration
 
 	// OpTimeout bounds every store call. Optional. Default 2s; range > 0.
@@ -96,14 +98,15 @@ func (c *FleetConfig) setDefaults(b *Breaker) {
 // [*ConfigError]) and names the field and its allowed range. The defaults
 // and limits that depend on the breaker are taken at their most permissive
 // without one: [JoinFleet] also checks FallbackProbes against the breaker's
-// ProbeConcurrency, and defaults ProbeLeaseTTL from its MaxProbeWait.
+// ProbeConcurrency and ProbeLeaseTTL against its MaxProbeWait, and defaults
+// ProbeLeaseTTL from its MaxProbeWait.
 func (c FleetConfig) Validate() error {
 	if c.ProbeLeaseTTL == 0 {
 		c.ProbeLeaseTTL = minProbeLeaseTTL
 	}
 	c.Replica = "x"
 	c.setDefaultsStatic()
-	return c.validate(maxProbes)
+	return c.validate(maxProbes, 0)
 }
 
 func (c *FleetConfig) setDefaultsStatic() {
@@ -124,13 +127,17 @@ func (c *FleetConfig) setDefaultsStatic() {
 	}
 }
 
-// validate requires defaults set; probes is the breaker's probe cap.
-func (c *FleetConfig) validate(probes int) error {
+// validate requires defaults set; probes is the breaker's probe cap,
+// maxProbeWait its MaxProbeWait (0: not known).
+func (c *FleetConfig) validate(probes int, maxProbeWait time.Duration) error {
 	switch {
 	case c.Store == nil:
 		return invalid("FleetConfig.Store", nil, "non-nil (required)")
 	case c.ProbeLeaseTTL < minProbeLeaseTTL:
 		return invalid("FleetConfig.ProbeLeaseTTL", c.ProbeLeaseTTL, ">= 1s")
+	case c.ProbeLeaseTTL < maxProbeWait:
+		return invalid("FleetConfig.ProbeLeaseTTL", c.ProbeLeaseTTL, fmt.Sprintf(
+			">= Config.MaxProbeWait (%v) (rule MaxProbeWait <= ProbeLeaseTTL: a probe must not outlive its lease)", maxProbeWait))
 	case c.OpTimeout <= 0:
 		return invalid("FleetConfig.OpTimeout", c.OpTimeout, "> 0")
 	case c.ResyncInterval <= 0:
@@ -254,7 +261,7 @@ func JoinFleet(b *Breaker, cfg FleetConfig) (*Fleet, error) {
 		return nil, fmt.Errorf("invalid config: %w: breaker is nil", ErrInvalidConfig)
 	}
 	cfg.setDefaults(b)
-	if err := cfg.validate(b.probeCap()); err != nil {
+	if err := cfg.validate(b.probeCap(), b.cfg.MaxProbeWait); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
 	if nc, ok := cfg.Store.(NameChecker); ok {
@@ -388,7 +395,9 @@ func (f *Fleet) allow(now int64) (p Permit, err error, ok bool) {
 			f.kick()
 			return Permit{}, b.errProbe, true
 		}
-		epoch := f.epoch.Load()
+		f.mu.Lock()
+		epoch, period := f.rec.Epoch, sharedPeriod(f.rec)
+		f.mu.Unlock()
 		ctx, cancel := context.WithTimeout(f.ctx, f.cfg.OpTimeout)
 		lease, lerr := f.store.AcquireProbe(ctx, f.name, b.probeCap(), f.cfg.ProbeLeaseTTL, f.cfg.Replica)
 		cancel()
@@ -418,6 +427,9 @@ func (f *Fleet) allow(now int64) (p Permit, err error, ok bool) {
 			f.kick()
 			return Permit{}, b.errProbe, true
 		}
+		if b.ho.period == 0 { // a half-open period entered locally: now the fleet's
+			b.ho.period = period
+		}
 		p, err = b.admitHalfOpenLocked(now)
 		if err == nil {
 			f.mu.Lock()
@@ -433,7 +445,8 @@ func (f *Fleet) allow(now int64) (p Permit, err error, ok bool) {
 }
 
 // probeDone releases a reported probe's lease and counts a good one toward
-// the shared consecutive successes. Called without the breaker's lock.
+// the shared consecutive successes; a neutral or cancelled probe only frees
+// its lease. Called without the breaker's lock.
 func (f *Fleet) probeDone(p Permit, o Outcome, lat time.Duration) {
 	id := p.tag &^ probeFlag
 	f.mu.Lock()
@@ -718,9 +731,10 @@ func (f *Fleet) cas(next SharedState, rev uint64) (written, retry bool) {
 
 // merge returns the shared state to write for local transition ev on top of
 // r, or ok=false when r already says as much or more and is to be adopted:
-// a transition older than r (beyond the tolerated clock skew), a trip on
-// top of a newer trip, a half-open before r's window ends, a clean close
-// of a fleet that is not half-open.
+// a transition older than r (beyond the tolerated clock skew), the verdict
+// (a trip or a clean close) of a half-open period the fleet has left, a
+// trip on top of a newer trip, a half-open before r's window ends, a clean
+// close of a fleet that is not half-open.
 func (f *Fleet) merge(r SharedState, ev Transition) (next SharedState, ok bool) {
 	c := &f.b.cfg
 	next = r
@@ -733,6 +747,12 @@ func (f *Fleet) merge(r SharedState, ev Transition) (next SharedState, ok bool) 
 	if !r.UpdatedAt.IsZero() && ev.At.Add(fleetHalfOpenSkew).Before(r.UpdatedAt) {
 		// The fleet moved on after this transition (one queued while the
 		// store was unreachable): it is history, not news.
+		return r, false
+	}
+	if ev.From == StateHalfOpen && ev.period != 0 && sharedPeriod(r) != ev.period && !operatorReason(ev.Reason) {
+		// A probe's verdict from a half-open period that ended (the fleet
+		// closed, or reopened, meanwhile): as for successes (countGood),
+		// it says nothing about the current period.
 		return r, false
 	}
 	openNow := r.State == StateOpen && (r.Forced || r.OpenUntil.After(ev.At))
@@ -785,6 +805,27 @@ func (f *Fleet) merge(r SharedState, ev Transition) (next SharedState, ok bool) 
 	}
 }
 
+// operatorReason reports the reason of a command ([Breaker.ForceOpen],
+// [Breaker.ForceClose], [Breaker.Reset]), which applies whatever the period.
+func operatorReason(reason string) bool {
+	return reason == fleetReasonForcedOpen || reason == fleetReasonForcedClosed || reason == fleetReasonReset
+}
+
+// sharedPeriod identifies the half-open period of r: the epoch at which the
+// fleet became half-open, or 0 when r is not half-open. Good probes keep
+// the epoch; countGood adds one when they pass and the ramp (or adaptive
+// recovery) starts, the only write that sets RampStart, so the period of a
+// ramping r is its epoch minus one.
+func sharedPeriod(r SharedState) uint64 {
+	switch {
+	case r.State != StateHalfOpen:
+		return 0
+	case !r.RampStart.IsZero() && r.Epoch > 0:
+		return r.Epoch - 1
+	}
+	return r.Epoch
+}
+
 // countGood adds one good probe admitted in epoch to the shared count; the
 // one that reaches the count needed closes the fleet (or starts its ramp).
 // It returns false when the store is unreachable.
@@ -833,18 +874,16 @@ func (f *Fleet) applyLatest() {
 		f.mu.Unlock()
 		return
 	}
-	progress := key.epoch == f.applied.epoch && key.successes != f.applied.successes
 	f.applied = key
 	f.stats.Adopted++
 	f.mu.Unlock()
-	f.b.applyShared(r, progress)
+	f.b.applyShared(r)
 }
 
 // applyShared brings the breaker to the shared state r without publishing
-// (its transitions carry the reason prefix "fleet: "). progress reports a
-// good probe of another replica, which counts as progress for the
-// half-open bound.
-func (b *Breaker) applyShared(r SharedState, progress bool) {
+// (its transitions carry the reason prefix "fleet: "). It assumes nothing
+// about the states in between: a store's watch may skip revisions.
+func (b *Breaker) applyShared(r SharedState) {
 	now := b.nowNs()
 	b.mu.Lock()
 	reason := fleetReasonPrefix + r.Reason
@@ -875,10 +914,15 @@ func (b *Breaker) applyShared(r SharedState, progress bool) {
 	case StateHalfOpen:
 		b.forced = false
 		b.trips = r.Trips
-		if b.state != StateHalfOpen {
+		period := sharedPeriod(r)
+		if b.state != StateHalfOpen || (b.ho.period != 0 && period != 0 && b.ho.period != period) {
+			// A half-open period other than ours (the revisions between may
+			// never have reached us) starts afresh: the results of calls
+			// admitted in ours are stale.
 			b.enterHalfOpenLocked(now, reason)
-		} else if progress {
-			b.ho.progress = max(b.ho.progress, now)
+		}
+		if period != 0 {
+			b.ho.period = period
 		}
 		if !r.RampStart.IsZero() && b.ho.stage == stageProbes &&
 			(b.cfg.HalfOpenPolicy == HalfOpenRamp || b.cfg.HalfOpenPolicy == HalfOpenAdaptive) {

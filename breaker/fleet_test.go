@@ -41,7 +41,7 @@ func newTestFleet(t *testing.T, n int, mod func(*breaker.Config)) *testFleet {
 			t.Fatal(err)
 		}
 		t.Cleanup(b.Stop)
-		f, err := breaker.JoinFleet(b, breaker.FleetConfig{Store: tf.store, Replica: string(rune('a' + i)), Inline: true, ProbeLeaseTTL: 2 * time.Second, FallbackAfter: 500 * time.Millisecond})
+		f, err := breaker.JoinFleet(b, breaker.FleetConfig{Store: tf.store, Replica: string(rune('a' + i)), Inline: true, FallbackAfter: 500 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,17 +208,19 @@ func TestFleetStaleCASNeverWins(t *testing.T) {
 }
 
 func TestFleetExpiredLeaseFreesSlot(t *testing.T) {
-	tf := newTestFleet(t, 2, func(c *breaker.Config) { c.ProbeConcurrency = 1; c.MaxProbeWait = time.Minute })
+	tf := newTestFleet(t, 2, func(c *breaker.Config) { c.ProbeConcurrency = 1 })
 	tf.trip(t, 0)
 	tf.clk.Advance(time.Second)
-	if _, err := tf.bs[0].Allow(); err != nil { // never reported: the replica "crashed"
+	// A replica that crashed holding the only probe slot (its lease, taken
+	// with the fleet's default TTL, MaxProbeWait, is never released).
+	if _, err := tf.store.AcquireProbe(context.Background(), "partner", 1, 5*time.Second, "crashed"); err != nil {
 		t.Fatal(err)
 	}
 	tf.clk.Advance(30 * time.Millisecond)
 	if _, err := tf.bs[1].Allow(); !errors.Is(err, breaker.ErrProbeLimit) {
 		t.Fatalf("second replica while the slot is held: %v, want ErrProbeLimit", err)
 	}
-	tf.clk.Advance(2 * time.Second) // ProbeLeaseTTL
+	tf.clk.Advance(5 * time.Second) // ProbeLeaseTTL
 	p, err := tf.bs[1].Allow()
 	if err != nil {
 		t.Fatalf("after the lease TTL: %v, want a probe", err)
@@ -391,7 +393,7 @@ func TestFleetHammer(t *testing.T) {
 	for i := range 3 {
 		b, err := breaker.New(breaker.Config{
 			Name: "partner", WindowSize: 10, MinimumCalls: 5, BaseOpenWindow: 20 * time.Millisecond,
-			MaxOpenWindow: 80 * time.Millisecond, ProbeConcurrency: 2, SuccessesToClose: 3, MaxProbeWait: time.Second,
+			MaxOpenWindow: 80 * time.Millisecond, ProbeConcurrency: 2, SuccessesToClose: 3, SlowCallDuration: time.Second, MaxProbeWait: time.Second,
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -588,4 +590,222 @@ func (c *cutStore) AcquireProbe(ctx context.Context, n string, slots int, ttl ti
 		return breaker.ProbeLease{}, breaker.ErrStoreDown
 	}
 	return c.MemoryStore.AcquireProbe(ctx, n, slots, ttl, h)
+}
+
+// lagStore is one replica's view of a shared MemoryStore whose watch
+// deliveries are held back while hold is set, then delivered by flush: watch
+// lag, without real time.
+type lagStore struct {
+	*breaker.MemoryStore
+	mu    sync.Mutex
+	hold  bool
+	queue []func()
+}
+
+func (s *lagStore) Watch(ctx context.Context, name string, fn func(breaker.SharedState, uint64, error)) error {
+	return s.MemoryStore.Watch(ctx, name, func(st breaker.SharedState, rev uint64, err error) {
+		s.mu.Lock()
+		if s.hold {
+			s.queue = append(s.queue, func() { fn(st, rev, err) })
+			s.mu.Unlock()
+			return
+		}
+		s.mu.Unlock()
+		fn(st, rev, err)
+	})
+}
+
+func (s *lagStore) setHold(h bool) {
+	s.mu.Lock()
+	s.hold = h
+	s.mu.Unlock()
+}
+
+// flush ends the hold and delivers what was held: every update in order, or
+// only the latest (a KV watch that starts at the latest revision).
+func (s *lagStore) flush(latestOnly bool) {
+	s.mu.Lock()
+	q := s.queue
+	s.queue, s.hold = nil, false
+	s.mu.Unlock()
+	if latestOnly && len(q) > 0 {
+		q = q[len(q)-1:]
+	}
+	for _, f := range q {
+		f()
+	}
+}
+
+// newLagFleet is newTestFleet with a lagStore per replica.
+func newLagFleet(t *testing.T, n int, mod func(*breaker.Config)) (*testFleet, []*lagStore) {
+	t.Helper()
+	tf := &testFleet{clk: breakertest.NewClock(time.Time{})}
+	tf.store = breaker.NewMemoryStore(tf.clk)
+	var lags []*lagStore
+	for i := range n {
+		cfg := breaker.Config{
+			Name: "partner", Clock: tf.clk, Seed: uint64(i + 1),
+			WindowSize: 10, MinimumCalls: 4, DisableJitter: true,
+			ProbeConcurrency: 2, SuccessesToClose: 1,
+			SlowCallDuration: 100 * time.Millisecond, MaxProbeWait: 5 * time.Second,
+		}
+		if mod != nil {
+			mod(&cfg)
+		}
+		b, err := breaker.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(b.Stop)
+		lag := &lagStore{MemoryStore: tf.store}
+		f, err := breaker.JoinFleet(b, breaker.FleetConfig{Store: lag, Replica: string(rune('a' + i)), Inline: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(f.Leave)
+		tf.bs = append(tf.bs, b)
+		tf.fleets = append(tf.fleets, f)
+		lags = append(lags, lag)
+	}
+	return tf, lags
+}
+
+// halfOpenWithProbes trips the fleet, waits out the window and has each
+// replica take one probe.
+func (tf *testFleet) halfOpenWithProbes(t *testing.T) []breaker.Permit {
+	t.Helper()
+	tf.trip(t, 0)
+	tf.clk.Advance(time.Second)
+	wantAll(t, tf, breaker.StateHalfOpen)
+	var ps []breaker.Permit
+	for i, b := range tf.bs {
+		p, err := b.Allow()
+		if err != nil || !p.IsProbe() {
+			t.Fatalf("replica %d: probe %v, err %v", i, p.IsProbe(), err)
+		}
+		ps = append(ps, p)
+	}
+	return ps
+}
+
+// TestFleetFailureFromEndedPeriodKeepsFleetClosed (issue 12): replica a's
+// watch lags; b's good probe closes the fleet; then a's probe of the same,
+// now ended, half-open period fails. Like a late success, that failure is
+// checked against its period and must not reopen the closed fleet.
+func TestFleetFailureFromEndedPeriodKeepsFleetClosed(t *testing.T) {
+	tf, lags := newLagFleet(t, 2, nil)
+	ps := tf.halfOpenWithProbes(t)
+	lags[0].setHold(true)
+	ps[1].Record(breaker.OutcomeSuccess, 10*time.Millisecond) // closes the fleet
+	if sh := tf.shared(t); sh.State != breaker.StateClosed {
+		t.Fatalf("shared %v after b's good probe, want closed", sh)
+	}
+	if st := tf.bs[0].State(); st != breaker.StateHalfOpen {
+		t.Fatalf("a is %v: its watch should still lag", st)
+	}
+	ps[0].Record(breaker.OutcomeFailure, 10*time.Millisecond) // from the ended period
+	if sh := tf.shared(t); sh.State != breaker.StateClosed || sh.Trips != 0 {
+		t.Fatalf("shared %v after a's stale failure, want closed with 0 trips", sh)
+	}
+	lags[0].flush(false)
+	wantAll(t, tf, breaker.StateClosed)
+	if n := tf.store.LeasesHeld("partner"); n != 0 {
+		t.Fatalf("%d leases held, want 0", n)
+	}
+}
+
+// TestFleetWatchSkippingRevisionsStartsNewPeriod (issue 12): a KV watch
+// may skip revisions. Replica a, lagging, misses the fleet closing,
+// tripping and going half-open again, and sees only the new half-open
+// state: it starts a new half-open period (its earlier probe's result is
+// stale) and admits probes in it, instead of treating it as its old period.
+func TestFleetWatchSkippingRevisionsStartsNewPeriod(t *testing.T) {
+	tf, lags := newLagFleet(t, 2, nil)
+	ps := tf.halfOpenWithProbes(t)
+	lags[0].setHold(true)
+	ps[1].Record(breaker.OutcomeSuccess, 10*time.Millisecond) // closed
+	tf.trip(t, 1)                                             // open again
+	tf.clk.Advance(time.Second)
+	if st := tf.bs[1].State(); st != breaker.StateHalfOpen {
+		t.Fatalf("b is %v, want half-open", st)
+	}
+	sh := tf.shared(t)
+	if sh.State != breaker.StateHalfOpen || sh.Trips != 1 {
+		t.Fatalf("shared %v, want half-open after 1 trip", sh)
+	}
+	lags[0].flush(true) // only the latest revision reaches a
+	p, err := tf.bs[0].Allow()
+	if err != nil || !p.IsProbe() {
+		t.Fatalf("a after the skipped revisions: probe %v, err %v; want a probe", p.IsProbe(), err)
+	}
+	stale := tf.bs[0].Stale()
+	ps[0].Record(breaker.OutcomeFailure, 10*time.Millisecond) // from a's ended period
+	if got := tf.bs[0].Stale(); got != stale+1 {
+		t.Fatalf("stale %d, want %d: the old probe's failure counted", got, stale+1)
+	}
+	if got := tf.shared(t); got.State != breaker.StateHalfOpen || got.Trips != 1 {
+		t.Fatalf("shared %v after the stale failure, want still half-open after 1 trip", got)
+	}
+	p.Record(breaker.OutcomeSuccess, 10*time.Millisecond)
+	wantAll(t, tf, breaker.StateClosed)
+}
+
+// TestFleetCancelledProbeFreesLease (issue 12): a probe cut short by
+// shutdown is cancelled: its fleet probe lease is released, nothing is
+// counted and the ladder is unchanged, so another replica can probe at
+// once.
+func TestFleetCancelledProbeFreesLease(t *testing.T) {
+	tf := newTestFleet(t, 2, func(c *breaker.Config) { c.ProbeConcurrency = 1 })
+	tf.trip(t, 0)
+	tf.clk.Advance(time.Second)
+	p, err := tf.bs[0].Allow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := tf.shared(t)
+	if n := tf.store.LeasesHeld("partner"); n != 1 {
+		t.Fatalf("%d leases held, want 1", n)
+	}
+	p.Cancel()
+	if n := tf.store.LeasesHeld("partner"); n != 0 {
+		t.Fatalf("%d leases held after Cancel, want 0", n)
+	}
+	after := tf.shared(t)
+	if after != before {
+		t.Fatalf("shared state changed by Cancel: %v -> %v", before, after)
+	}
+	wantAll(t, tf, breaker.StateHalfOpen)
+	for i, b := range tf.bs {
+		if s := b.Snapshot(); s.ConsecutiveTrips != 1 || s.ProbesInFlight != 0 || s.ConsecutiveSuccesses != 0 {
+			t.Fatalf("replica %d after Cancel: %+v", i, s)
+		}
+	}
+	tf.clk.Advance(30 * time.Millisecond) // past NoSlotBackoff
+	q, err := tf.bs[1].Allow()
+	if err != nil || !q.IsProbe() {
+		t.Fatalf("other replica after Cancel: probe %v, err %v; want the freed slot", q.IsProbe(), err)
+	}
+	q.Record(breaker.OutcomeSuccess, time.Millisecond)
+	if sh := tf.shared(t); sh.Successes != 1 || sh.Trips != 1 {
+		t.Fatalf("shared %v, want 1 success, 1 trip", sh)
+	}
+}
+
+func TestJoinFleetRejectsLeaseShorterThanMaxProbeWait(t *testing.T) {
+	b, err := breaker.New(breaker.Config{Name: "x", MaxProbeWait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop()
+	_, err = breaker.JoinFleet(b, breaker.FleetConfig{Store: breaker.NewMemoryStore(nil), ProbeLeaseTTL: 5 * time.Second})
+	var ce *breaker.ConfigError
+	if !errors.Is(err, breaker.ErrInvalidConfig) || !errors.As(err, &ce) || ce.Field != "FleetConfig.ProbeLeaseTTL" ||
+		!strings.Contains(err.Error(), "MaxProbeWait") {
+		t.Fatalf("JoinFleet = %v, want ProbeLeaseTTL >= MaxProbeWait", err)
+	}
+	f, err := breaker.JoinFleet(b, breaker.FleetConfig{Store: breaker.NewMemoryStore(nil), ProbeLeaseTTL: 10 * time.Second})
+	if err != nil {
+		t.Fatalf("equal TTL: %v", err)
+	}
+	f.Leave()
 }

@@ -17,10 +17,10 @@ const (
 // halfOpen is the state of one half-open period. Guarded by the breaker's
 // lock.
 type halfOpen struct {
-	stage    stage
-	since    int64 // entered half-open
-	progress int64 // last counted outcome (for the half-open bound)
-	consec   int   // consecutive good probes
+	stage  stage
+	since  int64  // entered half-open
+	consec int    // consecutive good probes
+	period uint64 // in a fleet, the shared half-open period it belongs to (0: unknown)
 
 	// ramp and adaptive
 	credit float64 // admission credit: each offered call adds share
@@ -82,7 +82,7 @@ func (b *Breaker) admitHalfOpenLocked(now int64) (Permit, error) {
 func (b *Breaker) reportHalfOpenLocked(p Permit, now int64, o Outcome, lat time.Duration) {
 	id := p.tag &^ probeFlag
 	if b.state == StateHalfOpen && id >= b.led.liveFrom {
-		b.advanceLocked(now) // an expiry or the bound may end the period first
+		b.advanceLocked(now) // an expiry may end the period first
 	}
 	e, ok, live := b.led.finish(id)
 	if !ok {
@@ -95,25 +95,24 @@ func (b *Breaker) reportHalfOpenLocked(p Permit, now int64, o Outcome, lat time.
 	switch o {
 	case OutcomeSuccess:
 		if lat > b.slowNs {
-			b.halfOpenOutcomeLocked(now, e, false, true, false, lat,
+			b.halfOpenOutcomeLocked(now, e, false, true, lat,
 				fmt.Sprintf("slow probe: %v > SlowCallDuration %v", lat, b.slowNs))
 		} else {
-			b.halfOpenOutcomeLocked(now, e, true, false, false, lat, "")
+			b.halfOpenOutcomeLocked(now, e, true, false, lat, "")
 		}
 	case OutcomeFailure:
-		b.halfOpenOutcomeLocked(now, e, false, false, false, lat, "probe failed")
+		b.halfOpenOutcomeLocked(now, e, false, false, lat, "probe failed")
 	default:
-		// neutral: the slot is free, nothing is counted
+		// neutral (or cancelled): the slot is free, nothing is counted, and
+		// the period goes on as if the call had never been admitted
 	}
 }
 
-// halfOpenOutcomeLocked applies one counted outcome of a half-open admission.
-// reason explains a bad one.
-func (b *Breaker) halfOpenOutcomeLocked(now int64, e entry, good, slow, expired bool, lat time.Duration, reason string) {
+// halfOpenOutcomeLocked applies one counted outcome of a half-open admission
+// (reported, or expired after MaxProbeWait): the only evidence that moves a
+// half-open breaker. reason explains a bad one.
+func (b *Breaker) halfOpenOutcomeLocked(now int64, e entry, good, slow bool, lat time.Duration, reason string) {
 	h := &b.ho
-	if !expired {
-		h.progress = max(h.progress, now) // an expired probe did not complete
-	}
 	switch h.stage {
 	case stageProbes:
 		if !good {
@@ -181,8 +180,9 @@ func (b *Breaker) rampShare(elapsed int64) float64 {
 	return min(1, max(c.RampMinShare, math.Pow(t, 1/c.RampAggression)))
 }
 
-// advanceHalfOpenLocked applies expiries, the bound, ramp steps and adaptive
-// intervals due by now.
+// advanceHalfOpenLocked applies expiries, ramp steps and adaptive intervals
+// due by now. Time alone never reopens: with no admission outstanding, a
+// half-open breaker stays half-open however long no call comes.
 func (b *Breaker) advanceHalfOpenLocked(now int64) {
 	c := &b.cfg
 	gen := b.gen
@@ -191,17 +191,13 @@ func (b *Breaker) advanceHalfOpenLocked(now int64) {
 		if !ok {
 			break
 		}
-		b.halfOpenOutcomeLocked(now, e, false, false, true, 0,
+		b.halfOpenOutcomeLocked(now, e, false, false, 0,
 			fmt.Sprintf("probe not reported within MaxProbeWait %v", c.MaxProbeWait))
 	}
 	if b.gen != gen {
 		return
 	}
 	h := &b.ho
-	if now-h.progress >= int64(c.HalfOpenBound) {
-		b.tripLocked(now, fmt.Sprintf("half-open bound: no completed probe within %v", c.HalfOpenBound))
-		return
-	}
 	switch h.stage {
 	case stageRamp:
 		if c.RampWindow > 0 {
@@ -242,18 +238,18 @@ func (b *Breaker) advanceHalfOpenLocked(now int64) {
 func (b *Breaker) halfOpenDeadlineLocked() int64 {
 	c := &b.cfg
 	h := &b.ho
-	d := h.progress + int64(c.HalfOpenBound)
+	d := int64(noTime)
 	if e := b.led.oldestLive(); e != nil {
-		d = min(d, e.start+int64(c.MaxProbeWait))
+		d = e.start + int64(c.MaxProbeWait)
 	}
 	switch h.stage {
 	case stageRamp:
-		d = min(d, h.stepStart+int64(c.RampStepDuration))
+		d = minTime(d, h.stepStart+int64(c.RampStepDuration))
 		if c.RampWindow > 0 {
-			d = min(d, h.rampStart+int64(c.RampWindow))
+			d = minTime(d, h.rampStart+int64(c.RampWindow))
 		}
 	case stageAdaptive:
-		d = min(d, h.stepStart+int64(c.AdaptiveInterval))
+		d = minTime(d, h.stepStart+int64(c.AdaptiveInterval))
 	}
 	return d
 }

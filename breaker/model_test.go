@@ -18,6 +18,7 @@ type held struct {
 	gen      uint64
 	probe    bool
 	reported bool
+	at       time.Time // admitted
 }
 
 // model drives one breaker with random interleavings and checks the
@@ -39,7 +40,8 @@ type model struct {
 	passed   bool
 	unknown  bool // a concurrent burst ran in this half-open period
 	since    time.Time
-	progress time.Time
+	evidence time.Time   // last failed or slow probe reported
+	dropped  []time.Time // admissions of unreported probes dropped from held
 	trips    int
 	lastStep time.Duration
 }
@@ -60,7 +62,6 @@ func newModel(t *rapid.T) *model {
 		MaxOpenWindow:    8 * time.Second,
 		SlowCallDuration: 100 * time.Millisecond,
 		MaxProbeWait:     time.Duration(rapid.IntRange(1, 5).Draw(t, "maxwait")) * time.Second,
-		HalfOpenBound:    time.Duration(rapid.IntRange(2, 10).Draw(t, "bound")) * time.Second,
 		HalfOpenPolicy:   policy,
 		RampStepDuration: time.Second,
 		RampMinCalls:     3,
@@ -92,7 +93,7 @@ func (m *model) Admit(t *rapid.T) {
 		}
 		return
 	}
-	m.held = append(m.held, held{p: p, gen: m.snap().Generation, probe: p.IsProbe()})
+	m.held = append(m.held, held{p: p, gen: m.snap().Generation, probe: p.IsProbe(), at: m.clk.Now()})
 }
 
 func (m *model) Report(t *rapid.T) {
@@ -127,7 +128,6 @@ func (m *model) reportAt(t *rapid.T, i int) {
 		}
 	}
 	if !stale && !h.reported && h.probe && (kind == "ok" || kind == "error" || kind == "slow") {
-		m.progress = now
 		if kind == "ok" {
 			m.consec++
 			if m.consec >= m.need {
@@ -135,10 +135,16 @@ func (m *model) reportAt(t *rapid.T, i int) {
 			}
 		} else {
 			m.consec = 0
+			m.evidence = now
 		}
 	}
 	h.reported = true
 	if len(m.held) > 64 {
+		for _, d := range m.held[:len(m.held)-32] {
+			if d.probe && !d.reported {
+				m.dropped = append(m.dropped, d.at)
+			}
+		}
 		m.held = m.held[len(m.held)-32:]
 	}
 }
@@ -177,7 +183,6 @@ func (m *model) Burst(t *rapid.T) {
 	}
 	wg.Wait()
 	m.unknown = true
-	m.progress = m.clk.Now()
 }
 
 func (m *model) Force(t *rapid.T) {
@@ -203,6 +208,9 @@ func (m *model) Check(t *rapid.T) {
 			if tr.Reason == "forced open" {
 				continue
 			}
+			if tr.From == breaker.StateHalfOpen && !m.unknown && !m.evidenceFor(tr) {
+				t.Fatalf("reopened with no failed or expired probe since half-open at %v (%+v)", m.since, tr)
+			}
 			if tr.ConsecutiveTrips != m.trips+1 {
 				t.Fatalf("trip %d after %d trips since the last clean close (%+v)", tr.ConsecutiveTrips, m.trips, tr)
 			}
@@ -220,7 +228,7 @@ func (m *model) Check(t *rapid.T) {
 			}
 		case breaker.StateHalfOpen:
 			m.consec, m.passed, m.unknown = 0, false, false
-			m.since, m.progress = tr.At, tr.At
+			m.since = tr.At
 		case breaker.StateClosed:
 			switch {
 			case tr.Reason == "reset":
@@ -244,14 +252,31 @@ func (m *model) Check(t *rapid.T) {
 		if s.AdmittedShare == 0 && s.ProbesInFlight > m.cap {
 			t.Fatalf("%d probes in flight, cap %d", s.ProbesInFlight, m.cap)
 		}
-		last := m.progress
-		if m.since.After(last) {
-			last = m.since
-		}
-		if d := m.clk.Now().Sub(last); d >= m.cfg.HalfOpenBound {
-			t.Fatalf("half-open %v past its last progress, bound %v", d, m.cfg.HalfOpenBound)
+	}
+}
+
+// evidenceFor reports whether the half-open period that tr ends saw a
+// failed or slow probe, or held a probe unreported for MaxProbeWait: only
+// these may reopen a half-open breaker (issue 12: absence of calls is not
+// evidence).
+func (m *model) evidenceFor(tr breaker.Transition) bool {
+	if !m.evidence.Before(m.since) {
+		return true
+	}
+	expired := func(at time.Time) bool {
+		return !at.Before(m.since) && tr.At.Sub(at) >= m.cfg.MaxProbeWait
+	}
+	for _, at := range m.dropped {
+		if expired(at) {
+			return true
 		}
 	}
+	for _, h := range m.held {
+		if h.probe && !h.reported && expired(h.at) {
+			return true
+		}
+	}
+	return false
 }
 
 func TestModel(t *testing.T) {

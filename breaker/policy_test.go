@@ -3,8 +3,8 @@ package breaker_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -85,28 +85,81 @@ func TestSingleProbePolicy(t *testing.T) {
 	mustState(t, b, clk, breaker.StateClosed)
 }
 
-func TestHalfOpenBound(t *testing.T) {
+// TestIdleHalfOpenStaysHalfOpen: absence of calls is not evidence (issue
+// 12). A half-open breaker that sees no call for 10 minutes stays half-open
+// with its trip count unchanged, and the next call is admitted as a probe;
+// before, it reopened at the half-open bound and climbed the ladder.
+func TestIdleHalfOpenStaysHalfOpen(t *testing.T) {
+	for _, policy := range []breaker.HalfOpenPolicy{breaker.HalfOpenCappedProbes, breaker.HalfOpenSingleProbe,
+		breaker.HalfOpenRamp, breaker.HalfOpenAdaptive} {
+		for _, timers := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%v/timers=%v", policy, timers), func(t *testing.T) {
+				clk := breakertest.NewClock(time.Time{})
+				var c breaker.Clock = clk
+				if !timers {
+					c = breakertest.NowOnly{C: clk}
+				}
+				b, err := breaker.New(breaker.Config{Clock: c, Seed: 1, DisableJitter: true, WindowSize: 4, MinimumCalls: 4,
+					SlowCallDuration: 100 * time.Millisecond, MaxProbeWait: 5 * time.Second, HalfOpenPolicy: policy})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(b.Stop)
+				rec := &recorder{}
+				b.AddListener(rec.add)
+				trip(t, b, clk)
+				clk.Advance(time.Second)
+				mustState(t, b, clk, breaker.StateHalfOpen)
+				for range 600 { // 10 idle minutes, looking every second
+					clk.Advance(time.Second)
+					if timers {
+						continue // the breaker's own timers see the time pass
+					}
+					mustState(t, b, clk, breaker.StateHalfOpen)
+				}
+				s := b.SnapshotAt(clk.Now())
+				if s.State != breaker.StateHalfOpen || s.ConsecutiveTrips != 1 || s.Trips != 1 {
+					t.Fatalf("after 10 idle minutes: %+v, want half-open with 1 trip", s)
+				}
+				if got := rec.path(); !slices.Equal(got, []string{"open", "half-open"}) {
+					t.Fatalf("transitions %v, want [open half-open]", got)
+				}
+				p, err := b.AllowAt(clk.Now())
+				if err != nil || !p.IsProbe() {
+					t.Fatalf("next call: probe %v, err %v; want a probe", p.IsProbe(), err)
+				}
+				// Only evidence moves it: the probe, never reported, expires
+				// after MaxProbeWait and counts as a failure.
+				clk.Advance(5 * time.Second)
+				mustState(t, b, clk, breaker.StateOpen)
+				if s := b.SnapshotAt(clk.Now()); s.ConsecutiveTrips != 2 || s.OpenWindow != 2*time.Second {
+					t.Fatalf("after the expired probe: %+v, want trip 2 with a 2s window", s)
+				}
+			})
+		}
+	}
+}
+
+// TestIdleAdaptiveShareHolds: after the probes passed, an adaptive recovery
+// that sees no call holds its share; it neither reopens nor climbs the
+// ladder.
+func TestIdleAdaptiveShareHolds(t *testing.T) {
 	b, clk := newTest(t, func(c *breaker.Config) {
-		c.HalfOpenBound = 10 * time.Second
-		c.MaxProbeWait = time.Hour
+		c.HalfOpenPolicy = breaker.HalfOpenAdaptive
+		c.SuccessesToClose = 1
 	})
-	rec := &recorder{}
-	b.AddListener(rec.add)
 	trip(t, b, clk)
 	clk.Advance(time.Second)
-	mustState(t, b, clk, breaker.StateHalfOpen)
-	clk.Advance(9 * time.Second)
-	call(t, b, clk, nil, time.Millisecond) // a completed probe restarts the bound
-	p, _ := b.AllowAt(clk.Now())           // in flight, never completes
-	_ = p
-	clk.Advance(10*time.Second - 1)
-	mustState(t, b, clk, breaker.StateHalfOpen)
-	clk.Advance(1) // the timer reopens it, no call needed
-	if got := rec.path(); !slices.Equal(got, []string{"open", "half-open", "open"}) {
-		t.Fatalf("transitions %v", got)
+	call(t, b, clk, nil, time.Millisecond) // the probe passes: adaptive share
+	s := b.SnapshotAt(clk.Now())
+	if s.State != breaker.StateHalfOpen || s.AdmittedShare == 0 {
+		t.Fatalf("after the probe: %+v, want an adaptive share", s)
 	}
-	if r := rec.ts[2]; !strings.Contains(r.Reason, "half-open bound") || r.Window != 2*time.Second {
-		t.Fatalf("transition %+v", r)
+	share := s.AdmittedShare
+	clk.Advance(10 * time.Minute)
+	s = b.SnapshotAt(clk.Now())
+	if s.State != breaker.StateHalfOpen || s.ConsecutiveTrips != 1 || s.AdmittedShare != share {
+		t.Fatalf("after 10 idle minutes: %+v, want half-open at share %v with 1 trip", s, share)
 	}
 }
 
@@ -193,4 +246,32 @@ func TestStopStopsTimers(t *testing.T) {
 	}
 	clk.Advance(time.Second)
 	mustState(t, b, clk, breaker.StateHalfOpen) // still works lazily
+}
+
+// TestCancelledProbeFreesSlotCountsNothing (issue 12): a probe cut short by
+// shutdown is cancelled: its slot is free at once, nothing is counted
+// either way, the trip count is unchanged and the breaker stays half-open.
+func TestCancelledProbeFreesSlotCountsNothing(t *testing.T) {
+	b, clk := newTest(t, func(c *breaker.Config) { c.ProbeConcurrency = 1; c.SuccessesToClose = 2 })
+	trip(t, b, clk)
+	clk.Advance(time.Second)
+	call(t, b, clk, nil, time.Millisecond) // one good probe of two
+	p, err := b.AllowAt(clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.AllowAt(clk.Now()); !errors.Is(err, breaker.ErrProbeLimit) {
+		t.Fatalf("second probe while one is in flight: %v", err)
+	}
+	before := b.SnapshotAt(clk.Now())
+	p.Cancel()
+	after := b.SnapshotAt(clk.Now())
+	if after.State != breaker.StateHalfOpen || after.Generation != before.Generation ||
+		after.ConsecutiveTrips != 1 || after.ConsecutiveSuccesses != 1 || after.ProbesInFlight != 0 || after.Stale != before.Stale {
+		t.Fatalf("after Cancel: %+v (before %+v)", after, before)
+	}
+	clk.Advance(10 * time.Second) // past MaxProbeWait: nothing left to expire
+	mustState(t, b, clk, breaker.StateHalfOpen)
+	call(t, b, clk, nil, time.Millisecond) // the freed slot; the second good probe closes
+	mustState(t, b, clk, breaker.StateClosed)
 }

@@ -84,6 +84,11 @@ type Transition struct {
 	// ConsecutiveTrips counts the trips since the last clean close, including
 	// this one when To is StateOpen.
 	ConsecutiveTrips int
+
+	// period is, for a transition out of half-open in a fleet, the shared
+	// half-open period the breaker was in (0: unknown), so that the fleet
+	// does not apply the verdict of an ended period (fleet.go).
+	period uint64
 }
 
 // Snapshot is a consistent view of a breaker, taken under its lock by

@@ -92,7 +92,9 @@ type Store interface {
 
 	// Watch starts delivering name's updates to fn, in revision order,
 	// beginning with the current state if there is one, and returns once
-	// the watch is started. It stops when ctx is done. If the watch fails
+	// the watch is started. It may skip revisions (a NATS KV watch of a
+	// bucket keeping one revision per key delivers the latest): a [Fleet]
+	// assumes only that each delivery is newer than the last. It stops when ctx is done. If the watch fails
 	// later (the store became unreachable), fn is called once with a
 	// non-nil err and the watch is over. fn must not block for long.
 	Watch(ctx context.Context, name string, fn func(st SharedState, rev uint64, err error)) error

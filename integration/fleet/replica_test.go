@@ -62,7 +62,7 @@ func (s breakerSettings) config(name string) breaker.Config {
 		Name: name, WindowSize: s.WindowSize, MinimumCalls: s.MinimumCalls,
 		BaseOpenWindow: s.BaseOpenWindow, MaxOpenWindow: s.MaxOpenWindow,
 		ProbeConcurrency: s.ProbeConcurrency, SuccessesToClose: s.SuccessesToClose,
-		SlowCallDuration: time.Second, MaxProbeWait: s.MaxProbeWait, HalfOpenBound: 4 * s.MaxProbeWait,
+		SlowCallDuration: time.Second, MaxProbeWait: s.MaxProbeWait,
 	}
 }
 
