@@ -167,10 +167,9 @@ type Fleet struct {
 	removeListener func()
 
 	connected   atomic.Bool
-	epoch       atomic.Uint64 // f.rec.Epoch, readable under the breaker's lock
-	recState    atomic.Int32  // f.rec.State
-	noSlotUntil atomic.Int64  // breaker ns
-	failingFrom atomic.Int64  // 1 + breaker ns of the first failure in a row, 0: none
+	recState    atomic.Int32 // f.rec.State
+	noSlotUntil atomic.Int64 // breaker ns
+	failingFrom atomic.Int64 // 1 + breaker ns of the first failure in a row, 0: none
 
 	applyMu sync.Mutex // serialises applyLatest; taken before mu
 
@@ -634,7 +633,6 @@ func (f *Fleet) setRec(st SharedState, rev uint64) {
 	f.mu.Lock()
 	if rev >= f.rev || rev == 0 {
 		f.rec, f.rev = st, rev
-		f.epoch.Store(st.Epoch)
 		f.recState.Store(int32(st.State))
 	}
 	f.mu.Unlock()
