@@ -150,6 +150,36 @@ func TestNeverEvicted(t *testing.T) {
 	}
 }
 
+// TestCallDuringJudgement: a partner judged evictable (closed, idle) whose
+// breaker trips through a call before the eviction commits is not evicted:
+// HasBacklog, called between the two, makes the calls.
+func TestCallDuringJudgement(t *testing.T) {
+	var r *partner.Registry
+	r, clk := newTest(t, func(c *partner.Config) {
+		c.HasBacklog = func(p *partner.Partner) bool {
+			for range 4 {
+				l, err := p.Acquire()
+				if err != nil {
+					t.Errorf("Acquire: %v", err)
+					return false
+				}
+				l.Done(errBoom)
+			}
+			return false
+		}
+	})
+	p := mustGet(t, r, "P")
+	clk.Advance(time.Second)
+	r.Sweep()
+	clk.Advance(idle)
+	if n := r.Sweep(); n != 0 || p.Evicted() {
+		t.Fatalf("evicted a partner that tripped during the sweep (state %v)", p.Breaker().State())
+	}
+	if st := p.Breaker().State(); st != breaker.StateOpen {
+		t.Fatalf("state %v", st)
+	}
+}
+
 // TestPartnerLimit: at MaxPartners, a new partner evicts an idle one; with
 // none evictable it gets ErrPartnerLimit, and no more than MaxPartners are
 // ever held.
