@@ -113,7 +113,8 @@ type Config struct {
 	// during a sweep, for each partner otherwise evictable, with no lock of
 	// the registry held. It should answer from memory (a drainer's pending
 	// counts), must be safe for concurrent use, and must not block for
-	// long. Optional. Default nil: no partner has a backlog.
+	// long. It may call the registry, but not [Registry.Sweep]. Optional.
+	// Default nil: no partner has a backlog.
 	HasBacklog func(p *Partner) bool
 
 	// OnTransition receives every transition of every partner's breaker,
@@ -125,7 +126,8 @@ type Config struct {
 
 	// OnEvict is called once for each evicted partner, after it left the
 	// registry, with no lock held: delete the partner's metric series
-	// there. Optional. Default nil.
+	// there. It may call the registry, but not [Registry.Sweep].
+	// Optional. Default nil.
 	OnEvict func(p *Partner)
 
 	// Clock reads the time for idle eviction, and is the Clock of every

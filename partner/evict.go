@@ -10,20 +10,19 @@ import (
 // (see [Config.SweepInterval]); call Sweep from a loop you already run to
 // bound how long idle partners stay. It runs in the calling goroutine,
 // visits every partner (O(partners)) and calls [Config.HasBacklog] and
-// [Config.OnEvict] with no lock of the registry held. Sweeps do not overlap:
-// a Sweep waits for one in progress.
+// [Config.OnEvict] with no lock of the registry held (they must not call
+// Sweep). Sweeps do not overlap: a Sweep waits for one in progress.
 func (r *Registry) Sweep() int {
 	r.sweepMu.Lock()
 	defer r.sweepMu.Unlock()
 	return r.sweepLocked(r.now())
 }
 
-// sweep runs an automatic sweep at now if one is still due: waiting for a
-// sweep in progress when wait is set (the registry is full), else skipping.
-func (r *Registry) sweep(now int64, wait bool) {
-	if wait {
-		r.sweepMu.Lock()
-	} else if !r.sweepMu.TryLock() {
+// sweep runs an automatic sweep at now if one is still due and none is in
+// progress (a caller never waits for a sweep, nor deadlocks when a hook
+// called by one creates a partner).
+func (r *Registry) sweep(now int64) {
+	if !r.sweepMu.TryLock() {
 		return
 	}
 	defer r.sweepMu.Unlock()

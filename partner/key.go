@@ -122,7 +122,19 @@ func writeEscaped(b *strings.Builder, key string, limit int) {
 // whose escaped form is longer than [MaxTokenLen]. The key of a hashed
 // token cannot be recovered from it; carry the key beside it (floodgate
 // carries it in a message header) and check it with [Verify].
-func IsHashed(token string) bool { return strings.Contains(token, hashMark) }
+func IsHashed(token string) bool {
+	i := strings.Index(token, hashMark)
+	if i < 0 || i > prefixLen || len(token)-i-len(hashMark) != hashLen {
+		return false
+	}
+	for _, c := range []byte(token[i+len(hashMark):]) {
+		if !('A' <= c && c <= 'Z' || '2' <= c && c <= '7') {
+			return false
+		}
+	}
+	_, err := decodeEscaped(token[:i])
+	return err == nil
+}
 
 // Decode returns the key whose token is token. It returns an error matching
 // [ErrHashedToken] for a hashed token (see [IsHashed]) and [ErrInvalidToken]
@@ -140,6 +152,12 @@ func Decode(token string) (string, error) {
 	if len(token) > MaxTokenLen {
 		return "", ErrInvalidToken
 	}
+	return decodeEscaped(token)
+}
+
+// decodeEscaped decodes an escaped form, accepting only what writeEscaped
+// writes.
+func decodeEscaped(token string) (string, error) {
 	var b strings.Builder
 	b.Grow(len(token))
 	for i := 0; i < len(token); i++ {

@@ -141,7 +141,10 @@ func TestDecodeAcceptsOnlyTokens(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		s := strings.Join(rapid.SliceOfN(alphabet, 0, 80).Draw(t, "s"), "")
 		key, err := partner.Decode(s)
-		if err != nil {
+		switch {
+		case errors.Is(err, partner.ErrHashedToken) != partner.IsHashed(s):
+			t.Fatalf("Decode(%q) = %v, IsHashed %v", s, err, partner.IsHashed(s))
+		case err != nil:
 			if !errors.Is(err, partner.ErrInvalidToken) && !errors.Is(err, partner.ErrHashedToken) {
 				t.Fatalf("Decode(%q) = %v", s, err)
 			}
@@ -217,10 +220,15 @@ func TestTokenExamples(t *testing.T) {
 	if got := partner.Token("https://" + long)[:30]; got != "https=3A=2F=2F"+strings.Repeat("x", 16) {
 		t.Errorf("hashed prefix %q", got)
 	}
+	// A prefix cut before an escape that would not fit: 29 bytes.
+	if tok := partner.Token(strings.Repeat("ab", 14) + "a." + long); len(tok) != 63 || !partner.IsHashed(tok) {
+		t.Errorf("hashed token %q (%d bytes)", tok, len(tok))
+	}
 }
 
 func TestDecodeRejects(t *testing.T) {
-	for _, s := range []string{"", "a.b", "=2e", "=41", "=2", "=", "=G0", "a b", strings.Repeat("a", partner.MaxTokenLen+1)} {
+	for _, s := range []string{"", "a.b", "=2e", "=41", "=2", "=", "=G0", "a b", strings.Repeat("a", partner.MaxTokenLen+1),
+		"a==b", "==" + strings.Repeat("A", 31), "==" + strings.Repeat("a", 32), "=2==" + strings.Repeat("A", 32)} {
 		if s == "=" {
 			continue // the empty key's token
 		}

@@ -174,7 +174,7 @@ func (r *Registry) create(key string) (*Partner, error) {
 		return p, err
 	}
 	if now-r.lastSweep.Load() >= int64(r.cfg.SweepInterval) {
-		r.sweep(now, r.full())
+		r.sweep(now)
 	}
 	if p, err := r.existing(key); p != nil || err != nil {
 		return p, err
