@@ -1,0 +1,5 @@
+//go:build !race
+
+package partner_test
+
+const raceEnabled = false
