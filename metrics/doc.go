@@ -45,7 +45,7 @@
 //
 //	floodgate_calls_total{outcome}               counter: success, failure, slow, neutral, rejected
 //	floodgate_delivery_latency_seconds           histogram of admitted calls' handler time
-//	floodgate_diverted_total{reason}             counter: open, probe-limit, ramp, failure, ordering
+//	floodgate_diverted_total{reason}             counter: open, probe-limit, ramp, failure, ordering, not-attempted
 //	floodgate_dead_lettered_total{reason}        counter: permanent, malformed, max-attempts, max-age, other
 //	floodgate_nacked_total                       counter: outcomes that could not be made durable
 //
@@ -57,11 +57,13 @@
 //	floodgate_drained_total{result}              counter: drained, redelivered, deferred, dead-lettered, ack-error
 //	floodgate_drain_rate_limit                   gauge, the drain's rate limit in messages per second
 //
-// A call's outcome follows what the middleware reported to the breaker: a
-// delivered call is a success, or slow when its latency exceeded the slow-call
-// threshold; an admitted call that was diverted (or whose diversion was
-// nacked) is a failure; an admitted call that was dead-lettered is neutral
-// (a permanent error says nothing about the partner's health); a call the
+// A call's outcome follows what the middleware reported to the breaker
+// ([middleware.Event.Outcome]): a delivered call is a success, or slow when
+// its latency exceeded the slow-call threshold; an admitted call that
+// failed is a failure or, by the breaker's Classifier, neutral (or even a
+// success); a permanent error (dead-lettered), a call cut short by shutdown
+// and a call the handler refused before contacting the partner (diverted
+// for not-attempted, [middleware.ErrNotAttempted]) are neutral; a call the
 // breaker refused (diverted for open, probe-limit or ramp, or a drained
 // message turned away and left in the backlog) is rejected; only the
 // diverted ones count in floodgate_diverted_total. Messages diverted for

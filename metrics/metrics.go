@@ -121,9 +121,9 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	}
 	m := &Metrics{
 		opts: opts,
-		calls: counter(NameCalls, "Calls through the middleware by outcome: success, failure, slow (a success slower than the slow-call threshold), neutral (permanent error or shutdown), rejected (not admitted by the breaker).",
+		calls: counter(NameCalls, "Calls through the middleware by outcome, as reported to the breaker: success, failure, slow (a success slower than the slow-call threshold), neutral (permanent error, shutdown, not attempted, or neutral by the breaker's classifier), rejected (not admitted by the breaker).",
 			LabelOutcome),
-		diverted: counter(NameDiverted, "Messages diverted to the retry queue by reason: open, probe-limit, ramp, failure, ordering.",
+		diverted: counter(NameDiverted, "Messages diverted to the retry queue by reason: open, probe-limit, ramp, failure, ordering, not-attempted (refused by the handler before the partner was contacted).",
 			LabelReason),
 		dead: counter(NameDeadLettered, "Messages the middleware dead-lettered by reason: permanent, malformed, max-attempts, max-age, other.",
 			LabelReason),
@@ -154,7 +154,8 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	for _, o := range []string{OutcomeSuccess, OutcomeFailure, OutcomeSlow, OutcomeNeutral, OutcomeRejected} {
 		m.outcome[o] = m.calls.WithLabelValues(o)
 	}
-	for _, r := range []retryqueue.Reason{retryqueue.ReasonOpen, retryqueue.ReasonProbeLimit, retryqueue.ReasonRamp, retryqueue.ReasonFailure, retryqueue.ReasonOrdering} {
+	for _, r := range []retryqueue.Reason{retryqueue.ReasonOpen, retryqueue.ReasonProbeLimit, retryqueue.ReasonRamp,
+		retryqueue.ReasonFailure, retryqueue.ReasonOrdering, retryqueue.ReasonNotAttempted} {
 		m.diverted.WithLabelValues(string(r))
 	}
 	for _, r := range []string{retryqueue.DeadReasonPermanent, retryqueue.DeadReasonMalformed,
@@ -256,34 +257,40 @@ func (m *Metrics) ObserveEvent(ev middleware.Event) {
 	if ev.Admitted {
 		m.latency.Observe(ev.Latency.Seconds())
 	}
+	if ev.Admitted {
+		m.outcome[m.admitted(ev)].Inc()
+	}
 	switch ev.Action {
-	case middleware.Delivered:
-		if slow := time.Duration(m.slow.Load()); slow > 0 && ev.Latency > slow {
-			m.outcome[OutcomeSlow].Inc()
-		} else {
-			m.outcome[OutcomeSuccess].Inc()
-		}
 	case middleware.Diverted:
 		switch r := retryqueue.Reason(ev.Reason); {
 		case ev.Admitted:
-			m.outcome[OutcomeFailure].Inc()
 		case r == retryqueue.ReasonOpen, r == retryqueue.ReasonProbeLimit, r == retryqueue.ReasonRamp:
 			m.outcome[OutcomeRejected].Inc()
 		}
 		m.diverted.WithLabelValues(divertReason(ev.Reason)).Inc()
 	case middleware.DeadLettered:
-		if ev.Admitted {
-			m.outcome[OutcomeNeutral].Inc()
-		}
 		m.dead.WithLabelValues(deadReason(ev.Reason)).Inc()
 	case middleware.Nacked:
-		if ev.Admitted {
-			m.outcome[OutcomeFailure].Inc()
-		}
 		m.nacked.Inc()
 	case middleware.Deferred: // a drained message turned away, left in place
 		m.outcome[OutcomeRejected].Inc()
 	}
+}
+
+// admitted is the outcome label of an admitted call: what the middleware
+// reported to the breaker ([middleware.Event.Outcome]), a success above the
+// slow-call threshold counted as slow.
+func (m *Metrics) admitted(ev middleware.Event) string {
+	switch ev.Outcome {
+	case breaker.OutcomeFailure:
+		return OutcomeFailure
+	case breaker.OutcomeNeutral:
+		return OutcomeNeutral
+	}
+	if slow := time.Duration(m.slow.Load()); slow > 0 && ev.Latency > slow {
+		return OutcomeSlow
+	}
+	return OutcomeSuccess
 }
 
 // divertReason keeps the reason label to the known diversion reasons.

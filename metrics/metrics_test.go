@@ -378,10 +378,10 @@ func TestServe(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.ObserveEvent(middleware.Event{Action: middleware.Diverted, Reason: "open"})
-	m.ObserveEvent(middleware.Event{Action: middleware.Diverted, Reason: "ordering"})                      // never asked the breaker
-	m.ObserveEvent(middleware.Event{Action: middleware.Nacked, Admitted: true, Err: errors.New("no ack")}) // handler failed, diversion not confirmed
-	m.ObserveEvent(middleware.Event{Action: middleware.DeadLettered, Reason: "malformed: attempt \"x\""})  // not a call
-	m.ObserveEvent(middleware.Event{Action: middleware.Deferred, Reason: "probe-limit"})                   // drained, turned away in place
+	m.ObserveEvent(middleware.Event{Action: middleware.Diverted, Reason: "ordering"})                                                       // never asked the breaker
+	m.ObserveEvent(middleware.Event{Action: middleware.Nacked, Admitted: true, Outcome: breaker.OutcomeFailure, Err: errors.New("no ack")}) // handler failed, diversion not confirmed
+	m.ObserveEvent(middleware.Event{Action: middleware.DeadLettered, Reason: "malformed: attempt \"x\""})                                   // not a call
+	m.ObserveEvent(middleware.Event{Action: middleware.Deferred, Reason: "probe-limit"})                                                    // drained, turned away in place
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

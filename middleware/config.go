@@ -36,16 +36,20 @@ type Config struct {
 	// queue's PublishTimeout below the source consumer's AckWait. If the
 	// subscriber gives up first and cancels the message's context with a
 	// cause wrapping [context.DeadlineExceeded] (jsq does, with
-	// [github.com/floodgate-go/floodgate/jsq.ErrAckWait]), the call counts
-	// as a failure, as a timeout would; a plain cancellation counts as a
-	// shutdown (neutral, except for a probe).
+	// [github.com/floodgate-go/floodgate/jsq.ErrAckWait]), the handler's
+	// error goes to the breaker's Classifier as a timeout's would (by
+	// default a failure); a plain cancellation counts as a shutdown: the
+	// permit is cancelled (neutral, for a probe too) and the message
+	// diverted.
 	Timeout time.Duration
 
 	// IsPermanent reports whether a handler error will fail again on every
 	// retry (a rejected document, an AS2 MDN with a "failed" disposition).
 	// Such a message is dead-lettered at once and the call is reported to the
-	// breaker as neutral: the partner answered. Every other error is
-	// retryable: it counts as a failure and the message is diverted.
+	// breaker as neutral: the partner answered. It is asked after
+	// [ErrNotAttempted] and shutdown, and before the breaker's Classifier,
+	// which judges every other error for the breaker while the message is
+	// diverted as retryable (see the package doc).
 	// Optional. Default [deliver.IsPermanent].
 	IsPermanent func(error) bool
 

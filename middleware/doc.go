@@ -20,6 +20,33 @@
 //  5. diverts a retryable failure to the retry queue (reason "failure") and
 //     dead-letters a permanent one ([Config.IsPermanent]).
 //
+// # Handler errors
+//
+// The middleware honours the breaker's Classifier
+// ([breaker.Config.Classifier]) for what the breaker counts, but not
+// before its own rules. A handler error is judged in this order, the first
+// match wins:
+//
+//	error                                 breaker                    message
+//	nil                                   success (slow if slow)     delivered, acked
+//	wraps ErrNotAttempted                 permit cancelled           diverted "not-attempted", no attempt counted
+//	shutdown (own context cancelled)      permit cancelled           diverted "failure"
+//	IsPermanent                           neutral                    dead-lettered "permanent"
+//	any other (a panic: always failure)   the Classifier's outcome   diverted "failure", attempt counted
+//	                                      (default: failure)
+//
+// So [ErrNotAttempted] wins over IsPermanent, and IsPermanent over the
+// Classifier: the Classifier decides only what the breaker counts (a
+// neutral verdict is counted by nothing), never the message's fate, since
+// the partner was contacted and the message not delivered. A cancelled
+// permit frees its slot (and a fleet's probe lease) and counts nothing: a
+// probe refused by a local throttle or bulkhead, or cut short by shutdown,
+// leaves the breaker half-open with its trip count unchanged, and
+// MaxProbeWait and the half-open bound still guarantee progress. A message
+// diverted as not attempted comes back only after a backoff on its own
+// counter, or its [NotAttemptedError.RetryAfter] when longer (see
+// [retryqueue.ReasonNotAttempted]); MaxAge still dead-letters it.
+//
 // The handler returns nil, so the router acks the source message, only after
 // the outcome is durable: delivered, or confirmed by JetStream in the retry or
 // dead-letter stream. When a diversion or dead-letter publish is not confirmed

@@ -1,6 +1,10 @@
 package middleware
 
-import "time"
+import (
+	"time"
+
+	"github.com/floodgate-go/floodgate/breaker"
+)
 
 // Action is what the middleware did with one message.
 type Action int
@@ -49,13 +53,21 @@ type Event struct {
 	// Action is what the middleware did.
 	Action Action
 	// Reason is the diversion reason ("open", "probe-limit", "ramp",
-	// "failure", "ordering") or the dead-letter reason (a retryqueue
+	// "failure", "ordering", "not-attempted": the handler returned
+	// [ErrNotAttempted]) or the dead-letter reason (a retryqueue
 	// DeadReason constant: "permanent", "malformed", "max-attempts",
 	// "max-age"; the detail is in Err and in the dead letter's
 	// MetaLastError); empty for Delivered.
 	Reason string
 	// Admitted is true when the breaker admitted the call and the handler ran.
 	Admitted bool
+	// Outcome is what the middleware reported to the breaker for an
+	// admitted call: OutcomeSuccess for a nil error (the breaker judges a
+	// slow one from Latency), OutcomeNeutral when the permit was cancelled
+	// (not attempted, shutdown) or the error is permanent, and otherwise
+	// the breaker's Classifier's verdict (by default OutcomeFailure; a
+	// panic is always one). Meaningless (zero) when Admitted is false.
+	Outcome breaker.Outcome
 	// Probe is true when the call was a half-open probe.
 	Probe bool
 	// Latency is how long the handler ran; zero when it did not run.

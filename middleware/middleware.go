@@ -25,14 +25,25 @@ func New(cfg Config) (message.HandlerMiddleware, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
-	g := &guard{cfg: cfg, clock: cfg.Breaker.Config().Clock}
+	bc := cfg.Breaker.Config()
+	g := &guard{cfg: cfg, clock: bc.Clock, classify: bc.Classifier}
 	return g.wrap, nil
 }
 
 type guard struct {
-	cfg   Config
-	clock breaker.Clock // the breaker's, so latency is judged on its time
+	cfg      Config
+	clock    breaker.Clock               // the breaker's, so latency is judged on its time
+	classify func(error) breaker.Outcome // the breaker's Classifier; nil: every error a failure
 }
+
+// fate is what becomes of a message whose handler returned an error.
+type fate int
+
+const (
+	fateRetry        fate = iota // diverted for failure, attempt counted
+	fateNotAttempted             // diverted as not attempted, no attempt counted
+	fatePermanent                // dead-lettered as permanent
+)
 
 func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
@@ -71,14 +82,17 @@ func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
 		}
 
 		ev.Admitted, ev.Probe = true, permit.IsProbe()
-		out, herr, shutdown := g.run(h, msg, permit, start, &ev)
+		out, herr, f := g.run(h, msg, permit, start, &ev)
 		if herr == nil {
 			ev.Action = Delivered
 			g.emit(ev)
 			return out, nil
 		}
 		ev.Err = herr
-		if g.cfg.IsPermanent(herr) && !shutdown {
+		switch f {
+		case fateNotAttempted:
+			return nil, g.divert(msg, ev, retryqueue.ReasonNotAttempted, herr)
+		case fatePermanent:
 			return nil, g.deadLetter(msg, ev, retryqueue.DeadReasonPermanent, herr)
 		}
 		return nil, g.divert(msg, ev, retryqueue.ReasonFailure, herr)
@@ -86,16 +100,14 @@ func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
 }
 
 // run calls h under the configured deadline and reports the outcome to the
-// breaker, with the latency from start (the admission time) on the breaker's
-// clock: two clock reads per call in all. The message's own context is
-// restored before run returns, so a later publish or retry never sees the
-// timed-out one. A panic in h becomes a retryable error (*PanicError): the
-// call counts as a failure and the message is diverted with its attempt
-// counted, so a message that always panics ends in the dead letters instead
-// of looping. shutdown reports that the message's
-// own context was cancelled (not timed out), which is how the subscriber
-// signals that the router is closing.
-func (g *guard) run(h message.HandlerFunc, msg *message.Message, permit breaker.Permit, start time.Time, ev *Event) (out []*message.Message, err error, shutdown bool) {
+// breaker (see judge), with the latency from start (the admission
+// time) on the breaker's clock: two clock reads per call in all. The
+// message's own context is restored before run returns, so a later publish
+// or retry never sees the timed-out one. A panic in h becomes a retryable
+// error (*PanicError): the call counts as a failure and the message is
+// diverted with its attempt counted, so a message that always panics ends
+// in the dead letters instead of looping.
+func (g *guard) run(h message.HandlerFunc, msg *message.Message, permit breaker.Permit, start time.Time, ev *Event) (out []*message.Message, err error, f fate) {
 	parent := msg.Context()
 	ctx, cancel := context.WithTimeout(parent, g.cfg.Timeout)
 	if permit.IsProbe() {
@@ -107,9 +119,9 @@ func (g *guard) run(h message.HandlerFunc, msg *message.Message, permit breaker.
 		msg.SetContext(parent)
 		if r := recover(); r != nil {
 			end := g.clock.Now()
-			ev.Latency = end.Sub(start)
+			ev.Latency, ev.Outcome = end.Sub(start), breaker.OutcomeFailure
 			permit.RecordAt(end, breaker.OutcomeFailure, ev.Latency)
-			out, err, shutdown = nil, &PanicError{Value: r, Stack: debug.Stack()}, false
+			out, err, f = nil, &PanicError{Value: r, Stack: debug.Stack()}, fateRetry
 			g.cfg.Logger.Error("floodgate: handler panicked; the message is diverted as a failure", err,
 				watermill.LogFields{"message_uuid": msg.UUID, "stack": string(debug.Stack())})
 		}
@@ -122,10 +134,46 @@ func (g *guard) run(h message.HandlerFunc, msg *message.Message, permit breaker.
 	// deadline on the partner and must count as a failure, and so is a
 	// subscriber giving up at its ack deadline when it says so in the
 	// cancel cause (jsq.ErrAckWait wraps context.DeadlineExceeded).
-	shutdown = err != nil && errors.Is(parent.Err(), context.Canceled) &&
+	shutdown := err != nil && errors.Is(parent.Err(), context.Canceled) &&
 		!errors.Is(context.Cause(parent), context.DeadlineExceeded)
-	permit.RecordAt(end, g.outcome(err, shutdown, permit.IsProbe()), ev.Latency)
-	return out, err, shutdown
+	var cancelled bool
+	ev.Outcome, f, cancelled = g.judge(err, shutdown)
+	if cancelled {
+		permit.Cancel()
+	} else {
+		permit.RecordAt(end, ev.Outcome, ev.Latency)
+	}
+	return out, err, f
+}
+
+// judge classifies a handler result, first match wins:
+//
+//  1. nil: a success; the message is delivered.
+//  2. [ErrNotAttempted] in err's chain: the permit is cancelled (nothing
+//     counted) and the message diverted as not attempted.
+//  3. shutdown (the message's own context cancelled during the call): the
+//     permit is cancelled, a probe's too (MaxProbeWait and the half-open
+//     bound, not a failure, guarantee the breaker's progress); the message
+//     is diverted for failure, so it is not lost.
+//  4. [Config.IsPermanent]: neutral (the partner answered); dead-lettered.
+//  5. otherwise the breaker's Classifier decides the outcome (default: a
+//     failure), and the message is diverted for failure with its attempt
+//     counted, whatever the Classifier said: the partner was contacted and
+//     the message not delivered.
+func (g *guard) judge(err error, shutdown bool) (o breaker.Outcome, f fate, cancelled bool) {
+	switch {
+	case err == nil:
+		return breaker.OutcomeSuccess, fateRetry, false
+	case errors.Is(err, ErrNotAttempted):
+		return breaker.OutcomeNeutral, fateNotAttempted, true
+	case shutdown:
+		return breaker.OutcomeNeutral, fateRetry, true
+	case g.cfg.IsPermanent(err):
+		return breaker.OutcomeNeutral, fatePermanent, false
+	case g.classify != nil:
+		return g.classify(err), fateRetry, false
+	}
+	return breaker.OutcomeFailure, fateRetry, false
 }
 
 // probeKey marks the context of a call the breaker admitted as a probe.
@@ -142,23 +190,6 @@ func IsProbe(ctx context.Context) bool {
 	}
 	v, _ := ctx.Value(probeKey{}).(bool)
 	return v
-}
-
-// outcome maps a handler result to what the breaker counts. A permanent error
-// means the partner answered, so it is neutral. A call cut short by shutdown
-// is neutral too, except for a probe, which counts as a failure so the
-// breaker cannot stay half-open waiting for it.
-func (g *guard) outcome(err error, shutdown, probe bool) breaker.Outcome {
-	switch {
-	case err == nil:
-		return breaker.OutcomeSuccess
-	case shutdown && probe:
-		return breaker.OutcomeFailure
-	case shutdown, g.cfg.IsPermanent(err):
-		return breaker.OutcomeNeutral
-	default:
-		return breaker.OutcomeFailure
-	}
 }
 
 func (g *guard) divert(msg *message.Message, ev Event, reason retryqueue.Reason, cause error) error {

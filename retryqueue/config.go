@@ -60,7 +60,9 @@ type Config struct {
 	// (attempt >= 1) a message is not eligible for the drain
 	// ([MetaNotBefore]); a longer Retry-After hint from the partner
 	// replaces it (see MaxRetryAfter). It must be a pure function of
-	// attempt.
+	// attempt. It also spaces the refusals of a message by its handler
+	// ([ReasonNotAttempted]): Backoff(n) after the n-th, counted apart
+	// from the attempts ([MetaNotAttempted]).
 	// Optional. Default [DefaultBackoff]: 1s doubling to at most 5m.
 	Backoff func(attempt int) time.Duration
 	// MaxRetryAfter caps the partner's Retry-After hint ([RetryAfterError],

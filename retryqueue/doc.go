@@ -28,7 +28,12 @@
 // diverted after a failed delivery carries [MetaNotBefore], its
 // attempt-based backoff ([Config.Backoff]), lengthened by the partner's
 // Retry-After hint when the failure carries a longer one
-// ([RetryAfterError]); the drainer does not deliver it before then.
+// ([RetryAfterError]); the drainer does not deliver it before then. A
+// message the handler refused before contacting the partner
+// ([ReasonNotAttempted]: a local throttle or bulkhead) counts no attempt;
+// it gets a backoff on its own counter ([MetaNotAttempted]) instead, so a
+// handler that always refuses cannot loop, and [Config.MaxAge] still ends
+// it.
 //
 // Shutdown: a diversion whose publish is not confirmed (the publisher or
 // connection closed under it, the server gone) returns an error, so the

@@ -42,9 +42,9 @@ type DrainerConfig struct {
 	// outcome is durable (delivered, diverted again, or dead-lettered) and
 	// the drainer acks it; an error makes the drainer nak it with a delay,
 	// so JetStream redelivers it. A message the handler diverts for a
-	// reason other than [ReasonFailure] (the breaker turned it away) is
-	// not acked but left in the backlog (see [Queue.Divert]). Messages it
-	// returns are ignored.
+	// reason other than [ReasonFailure] and [ReasonNotAttempted] (the
+	// breaker turned it away) is not acked but left in the backlog (see
+	// [Queue.Divert]). Messages it returns are ignored.
 	// Required.
 	Handler message.HandlerFunc
 	// Gate says how many messages the breaker admits now; the drainer
@@ -888,7 +888,7 @@ func (d *Drainer) handle(ctx context.Context, it item) {
 		// The copy went to the back of the stream: hold the key until it
 		// is delivered.
 		nb, _ := NotBefore(wm)
-		if reason != ReasonFailure {
+		if reason != ReasonFailure && reason != ReasonNotAttempted {
 			nb = time.Time{}
 		}
 		d.order.setHold(it.key, wm.UUID, nb, d.cfg.AckWait)

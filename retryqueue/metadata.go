@@ -38,9 +38,17 @@ const (
 	// again: the time of the failed attempt plus [Config.Backoff], or plus
 	// the partner's Retry-After hint when the error carried a longer one
 	// ([RetryAfterError], capped at [Config.MaxRetryAfter] and at the
-	// [Config.MaxAge] deadline). Absent when the message was never diverted
-	// after a failure.
+	// [Config.MaxAge] deadline). A [ReasonNotAttempted] diversion sets it
+	// the same way from [MetaNotAttempted] instead of the attempt, capped
+	// at the MaxAge deadline. Absent when the message was never diverted
+	// after a failure or a refusal.
 	MetaNotBefore = "floodgate_not_before"
+	// MetaNotAttempted is the number of [ReasonNotAttempted] diversions so
+	// far (the handler refused the call before the partner was contacted),
+	// a decimal integer >= 1. It is the backoff counter of those refusals,
+	// separate from [MetaAttempt], which they never increment. Absent when
+	// the message was never refused.
+	MetaNotAttempted = "floodgate_not_attempted"
 	// MetaDeadReason is why a message was dead-lettered: one of the
 	// DeadReason constants or the reason given to [Queue.DeadLetter].
 	MetaDeadReason = "floodgate_dead_reason"
@@ -83,9 +91,9 @@ type HistoryEntry struct {
 	// Error is the delivery error that caused the event, if any, truncated
 	// to [Config.MaxErrorLen] bytes.
 	Error string `json:"error,omitempty"`
-	// RetryAfter is the partner's Retry-After hint carried by the error of
-	// a [ReasonFailure] diversion ([RetryAfterError]), as the partner gave
-	// it, before [Config.MaxRetryAfter] capped it; 0 (left out of the JSON)
+	// RetryAfter is the Retry-After hint carried by the error of a
+	// [ReasonFailure] or [ReasonNotAttempted] diversion ([RetryAfterError]),
+	// as given, before [Config.MaxRetryAfter] capped it; 0 (left out of the JSON)
 	// when there was none. [MetaNotBefore] holds the delay applied. In the
 	// JSON it is in nanoseconds, as encoding/json writes a time.Duration.
 	RetryAfter time.Duration `json:"retry_after,omitempty"`
@@ -167,12 +175,19 @@ const (
 	// ReasonReplay: the message was moved back from the dead letters by
 	// [Queue.Replay].
 	ReasonReplay Reason = "replay"
+	// ReasonNotAttempted: the breaker admitted the call but the handler
+	// refused it before contacting the partner (a local throttle or
+	// bulkhead). It increments [MetaNotAttempted], never [MetaAttempt],
+	// and sets [MetaNotBefore] from Backoff(not-attempted count) or the
+	// refusal's Retry-After hint, so a handler that always refuses cannot
+	// loop; [Config.MaxAge] still dead-letters the message.
+	ReasonNotAttempted Reason = "not-attempted"
 )
 
 // Valid reports whether r is one of the Reason constants.
 func (r Reason) Valid() bool {
 	switch r {
-	case ReasonOpen, ReasonProbeLimit, ReasonRamp, ReasonFailure, ReasonOrdering, ReasonReplay:
+	case ReasonOpen, ReasonProbeLimit, ReasonRamp, ReasonFailure, ReasonOrdering, ReasonReplay, ReasonNotAttempted:
 		return true
 	}
 	return false
@@ -209,7 +224,7 @@ func (q *Queue) Malformed(msg *message.Message) (reason string, bad bool) {
 		}
 	}
 	// Counts are bounded so an increment cannot wrap around.
-	for _, k := range []string{MetaAttempt, MetaDiversions} {
+	for _, k := range []string{MetaAttempt, MetaDiversions, MetaNotAttempted} {
 		if v, ok := md[k]; ok {
 			if n, err := strconv.Atoi(v); err != nil || n < 0 || n > maxCount {
 				return fmt.Sprintf("%s %q is not an integer in [0, %d]", k, v, maxCount), true
@@ -279,8 +294,14 @@ func NotBefore(msg *message.Message) (time.Time, bool) {
 }
 
 // Attempt returns msg's [MetaAttempt], 0 if absent or unparsable.
-func Attempt(msg *message.Message) int {
-	n, err := strconv.Atoi(msg.Metadata.Get(MetaAttempt))
+func Attempt(msg *message.Message) int { return metaCount(msg, MetaAttempt) }
+
+// NotAttempted returns msg's [MetaNotAttempted], 0 if absent or unparsable.
+func NotAttempted(msg *message.Message) int { return metaCount(msg, MetaNotAttempted) }
+
+// metaCount is the counter in msg's metadata key k, 0 if absent or unparsable.
+func metaCount(msg *message.Message, k string) int {
+	n, err := strconv.Atoi(msg.Metadata.Get(k))
 	if err != nil || n < 0 {
 		return 0
 	}

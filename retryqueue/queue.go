@@ -85,7 +85,12 @@ func (q *Queue) Stats() QueueStats {
 //     [Config.MaxErrorLen]) and [MetaNotBefore] = now + [Config.Backoff],
 //     or + the partner's Retry-After hint when cause carries a longer one
 //     ([RetryAfterError]; capped at [Config.MaxRetryAfter] and at the
-//     [Config.MaxAge] deadline), recorded in [HistoryEntry.RetryAfter].
+//     [Config.MaxAge] deadline), recorded in [HistoryEntry.RetryAfter];
+//   - for [ReasonNotAttempted]: [MetaNotAttempted] incremented (n) and
+//     [MetaNotBefore] = now + the larger of Backoff(n) and cause's
+//     Retry-After hint (capped at MaxRetryAfter), cut at the MaxAge
+//     deadline; cause's text goes to the history entry only, since no
+//     delivery was attempted ([MetaLastError] keeps the last failure's).
 //
 // Instead of diverting, it dead-letters msg (see [Queue.DeadLetter]) when
 // its metadata is malformed ([Queue.Malformed], [DeadReasonMalformed]), when
@@ -94,8 +99,9 @@ func (q *Queue) Stats() QueueStats {
 // Either way a nil error means a durable copy exists.
 //
 // A message a [Drainer] handed over (ctx is its context, see [FromDrain])
-// and diverted for a reason other than [ReasonFailure] (the breaker turned
-// it away: open, probe slots taken, ramp) is not published again: Divert
+// and diverted for a reason other than [ReasonFailure] and
+// [ReasonNotAttempted] (the breaker turned it away: open, probe slots
+// taken, ramp) is not published again: Divert
 // returns nil and the drainer leaves it in place in the backlog, nakked
 // with a delay of [DrainerConfig.PollInterval] and counted as Deferred,
 // with no attempt counted; the drainer then waits a poll interval before
@@ -143,7 +149,8 @@ func (q *Queue) Route(ctx context.Context, msg *message.Message, reason Reason, 
 	c.Metadata.Set(MetaDivertedAt, formatTime(now))
 	c.Metadata.Set(MetaDiversions, strconv.Itoa(diversions+1))
 	entry := HistoryEntry{At: now.UTC(), Event: EventDiverted, Reason: string(reason), Attempt: attempt}
-	if reason == ReasonFailure {
+	switch reason {
+	case ReasonFailure:
 		if cause != nil {
 			c.Metadata.Set(MetaLastError, truncate(cause.Error(), q.cfg.MaxErrorLen))
 			entry.Error = truncate(cause.Error(), q.cfg.MaxErrorLen)
@@ -154,6 +161,18 @@ func (q *Queue) Route(ctx context.Context, msg *message.Message, reason Reason, 
 		hint := retryAfter(cause)
 		entry.RetryAfter = hint
 		c.Metadata.Set(MetaNotBefore, formatTime(now.Add(q.cfg.failureDelay(attempt, hint, now, first))))
+	case ReasonNotAttempted:
+		// Refused by the handler before the partner was contacted: no
+		// attempt, but a backoff on its own counter, so a throttle or
+		// bulkhead that always refuses cannot loop at the drain rate.
+		n := NotAttempted(msg) + 1
+		c.Metadata.Set(MetaNotAttempted, strconv.Itoa(n))
+		if cause != nil {
+			entry.Error = truncate(cause.Error(), q.cfg.MaxErrorLen)
+		}
+		hint := retryAfter(cause)
+		entry.RetryAfter = hint
+		c.Metadata.Set(MetaNotBefore, formatTime(now.Add(q.cfg.notAttemptedDelay(n, hint, now, first))))
 	}
 	var lastErr error
 	if reason == ReasonFailure {
@@ -190,11 +209,13 @@ func (q *Queue) Route(ctx context.Context, msg *message.Message, reason Reason, 
 
 // LeftInPlace reports whether [Queue.Divert] leaves msg in place in the
 // backlog instead of publishing a copy: msg is the message a [Drainer]
-// handed over with ctx, and reason is not [ReasonFailure] (the breaker
-// turned it away). Divert still dead-letters such a message whose MaxAge
-// has passed. Safe for concurrent use.
+// handed over with ctx, and reason is neither [ReasonFailure] nor
+// [ReasonNotAttempted] (the breaker turned it away). Divert still
+// dead-letters such a message whose MaxAge has passed. A not-attempted
+// message is published again, since its copy carries the counter and
+// [MetaNotBefore] of its backoff. Safe for concurrent use.
 func LeftInPlace(ctx context.Context, msg *message.Message, reason Reason) bool {
-	return reason != ReasonFailure && slotFor(ctx, msg) != nil
+	return reason != ReasonFailure && reason != ReasonNotAttempted && slotFor(ctx, msg) != nil
 }
 
 // DeadLetter publishes a copy of msg to the dead-letter topic and returns nil

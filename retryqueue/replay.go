@@ -52,8 +52,8 @@ type ReplayResult struct {
 // retry topic and, only after JetStream confirmed that publish, deletes the
 // dead letter from its stream: a crash in between leaves both copies (a
 // duplicate later, never a loss). The copy keeps the UUID, payload and
-// metadata, with [MetaDeadReason], [MetaDeadAt] and [MetaNotBefore]
-// removed, [MetaAttempt] reset to 0 and [MetaFirstDivertedAt] set to now
+// metadata, with [MetaDeadReason], [MetaDeadAt], [MetaNotBefore] and
+// [MetaNotAttempted] removed, [MetaAttempt] reset to 0 and [MetaFirstDivertedAt] set to now
 // (so [Config.MaxAttempts] and [Config.MaxAge] count afresh),
 // [MetaReason] = [ReasonReplay], [MetaReplays] incremented and a
 // [EventReplayed] entry added to [MetaHistory].
@@ -155,7 +155,7 @@ func (f ReplayFilter) selects(m *message.Message, stored, now time.Time) bool {
 // seq) and then deletes the dead letter.
 func (q *Queue) replayOne(ctx context.Context, st jetstream.Stream, wm *message.Message, seq uint64, now time.Time) error {
 	c := q.copy(wm)
-	for _, k := range []string{MetaDeadReason, MetaDeadAt, MetaNotBefore} {
+	for _, k := range []string{MetaDeadReason, MetaDeadAt, MetaNotBefore, MetaNotAttempted} {
 		delete(c.Metadata, k)
 	}
 	replays, _ := strconv.Atoi(c.Metadata.Get(MetaReplays))

@@ -15,7 +15,11 @@ import (
 // found counts) and sets [MetaNotBefore] to the failure time plus the
 // larger of [Config.Backoff](attempt) and the hint, the hint capped at
 // [Config.MaxRetryAfter] and at the time left until the message's
-// [Config.MaxAge] deadline. A hint never shortens the backoff.
+// [Config.MaxAge] deadline. A hint never shortens the backoff. A
+// [ReasonNotAttempted] diversion does the same with the not-attempted
+// count ([MetaNotAttempted]) in place of the attempt; its hint is the
+// refusing throttle's or bulkhead's own (see the middleware's
+// NotAttempted).
 //
 // The delivery packages' error, *deliver.Error, implements it; the retry
 // queue defines the interface so that it depends on no delivery package.
@@ -51,4 +55,18 @@ func (c *Config) failureDelay(attempt int, hint time.Duration, now, first time.T
 	}
 	hint = min(hint, c.MaxRetryAfter, first.Add(c.MaxAge).Sub(now))
 	return max(backoff, hint)
+}
+
+// notAttemptedDelay returns how long after now a message the handler
+// refused for the n-th time (n >= 1), with the refusal's hint (0: none),
+// waits before the drain may hand it over again: the larger of Backoff(n)
+// and the hint capped at MaxRetryAfter, cut at the time left until
+// first+MaxAge (never negative). A refusal is no attempt, so nothing is
+// owed to it past the deadline: the message comes back then, and if it is
+// refused again MaxAge dead-letters it. The cut also keeps [MetaNotBefore]
+// within the bound [Queue.Malformed] checks, whatever Backoff(n) is for n
+// beyond MaxAttempts.
+func (c *Config) notAttemptedDelay(n int, hint time.Duration, now, first time.Time) time.Duration {
+	d := max(c.Backoff(n), min(hint, c.MaxRetryAfter))
+	return max(0, min(d, first.Add(c.MaxAge).Sub(now)))
 }
