@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -113,7 +114,8 @@ type Config struct {
 	// payload (and, when even that does not fit, the metadata) of a message
 	// too large for the retry and dead-letter streams; its dead letter
 	// references the objects ([MetaPayloadObject]). [Provision] creates it.
-	// Optional. Default DeadLetterTopic + "_payloads". Valid range
+	// Optional. Default DeadLetterTopic + "_payloads", each character
+	// other than a letter, digit, '_' or '-' replaced by '_'. Valid range
 	// letters, digits, '_' and '-'.
 	PayloadBucket string
 }
@@ -156,7 +158,13 @@ func (c *Config) setDefaults() {
 		c.Clock = wallClock{}
 	}
 	if c.PayloadBucket == "" {
-		c.PayloadBucket = c.DeadLetterTopic + "_payloads"
+		// A stream name may hold characters a bucket name may not.
+		c.PayloadBucket = strings.Map(func(r rune) rune {
+			if validBucket(string(r)) {
+				return r
+			}
+			return '_'
+		}, c.DeadLetterTopic) + "_payloads"
 	}
 	if c.JetStream == nil {
 		if p, ok := c.Publisher.(payloadJetStream); ok {
