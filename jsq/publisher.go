@@ -109,6 +109,11 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	return p, nil
 }
 
+// JetStream returns the JetStream context the publisher publishes with, on
+// its connection. The retry queue uses it for its payload bucket
+// (retryqueue.Config.JetStream). Safe for concurrent use.
+func (p *Publisher) JetStream() jetstream.JetStream { return p.js }
+
 // Connect connects to url with reconnection forever, 100 ms between
 // attempts, followed by opts.
 func Connect(url string, opts ...nats.Option) (*nats.Conn, error) {

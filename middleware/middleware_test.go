@@ -62,7 +62,7 @@ func newEnv(t *testing.T, bcfg breaker.Config) *env {
 		DeadLetterTopic: natstest.Name(t, "dead"),
 		PublishTimeout:  2 * time.Second,
 	}
-	natstest.DeleteStreams(t, e.js, e.qcfg.RetryTopic, e.qcfg.DeadLetterTopic)
+	natstest.DeleteStreams(t, e.js, e.qcfg.RetryTopic, e.qcfg.DeadLetterTopic, "OBJ_"+e.qcfg.DeadLetterTopic+"_payloads")
 	if err := retryqueue.Provision(context.Background(), e.js, e.qcfg); err != nil {
 		t.Fatal(err)
 	}

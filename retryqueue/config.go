@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/floodgate-go/floodgate/jsq"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Clock tells the time. [Config.Clock] takes it so tests can fix time.
@@ -101,6 +103,29 @@ type Config struct {
 	// MaxAge and [MetaNotBefore].
 	// Optional. Default the wall clock.
 	Clock Clock
+	// JetStream reaches the server holding PayloadBucket, where the payload
+	// of a message too large for the retry and dead-letter streams is kept
+	// ([DeadReasonTooLarge]).
+	// Optional. Default the Publisher's own, when it has a method
+	// JetStream() jetstream.JetStream (a [jsq.Publisher] has); otherwise
+	// none, and then such a message cannot be dead-lettered: [Queue.Divert]
+	// and [Queue.DeadLetter] return an error wrapping [ErrTooLarge] and
+	// [ErrPublish], and the source is redelivered.
+	JetStream jetstream.JetStream
+	// PayloadBucket is the JetStream Object Store bucket that keeps the
+	// payload (and, when even that does not fit, the metadata) of a message
+	// too large for the retry and dead-letter streams; its dead letter
+	// references the objects ([MetaPayloadObject]). [Provision] creates it.
+	// Optional. Default DeadLetterTopic + "_payloads", each character
+	// other than a letter, digit, '_' or '-' replaced by '_'. Valid range
+	// letters, digits, '_' and '-'.
+	PayloadBucket string
+}
+
+// payloadJetStream is a Publisher that publishes through a JetStream
+// context, such as [jsq.Publisher].
+type payloadJetStream interface {
+	JetStream() jetstream.JetStream
 }
 
 func (c *Config) setDefaults() {
@@ -134,6 +159,20 @@ func (c *Config) setDefaults() {
 	if c.Clock == nil {
 		c.Clock = wallClock{}
 	}
+	if c.PayloadBucket == "" {
+		// A stream name may hold characters a bucket name may not.
+		c.PayloadBucket = strings.Map(func(r rune) rune {
+			if validBucket(string(r)) {
+				return r
+			}
+			return '_'
+		}, c.DeadLetterTopic) + "_payloads"
+	}
+	if c.JetStream == nil {
+		if p, ok := c.Publisher.(payloadJetStream); ok {
+			c.JetStream = p.JetStream()
+		}
+	}
 }
 
 // Validate reports whether c, with defaults applied to its zero fields, is
@@ -165,7 +204,7 @@ func (c *Config) validate() error {
 	return c.validateTopics()
 }
 
-// validateTopics checks RetryTopic and DeadLetterTopic; it requires
+// validateTopics checks RetryTopic, DeadLetterTopic and PayloadBucket; it requires
 // defaults set. [Provision] uses it too.
 func (c *Config) validateTopics() error {
 	if c.RetryTopic == c.DeadLetterTopic {
@@ -177,7 +216,23 @@ func (c *Config) validateTopics() error {
 	if err := jsq.ValidateTopic(c.DeadLetterTopic); err != nil {
 		return fmt.Errorf("%w: DeadLetterTopic: %w", ErrInvalidConfig, err)
 	}
+	if !validBucket(c.PayloadBucket) {
+		return fmt.Errorf("%w: PayloadBucket %q must be letters, digits, '_' and '-' (the default is DeadLetterTopic + \"_payloads\")", ErrInvalidConfig, c.PayloadBucket)
+	}
 	return nil
+}
+
+// validBucket reports whether b is a valid Object Store bucket name.
+func validBucket(b string) bool {
+	if b == "" {
+		return false
+	}
+	for _, r := range b {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // DefaultBackoff is the default [Config.Backoff]: 1s after the first failed

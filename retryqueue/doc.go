@@ -46,17 +46,48 @@
 // A message goes to the dead-letter topic instead, with [MetaDeadReason],
 // when its delivery failed [Config.MaxAttempts] times, when [Config.MaxAge]
 // has passed since its first diversion, when its floodgate metadata is
-// malformed ([Queue.Malformed]), or when the caller reports a permanent
+// malformed ([Queue.Malformed]), when no copy fits the retry stream
+// ([DeadReasonTooLarge], below), or when the caller reports a permanent
 // error ([Queue.DeadLetter]). Dead letters are never redelivered
 // automatically. They keep the message's history: [MetaHistory] lists the
 // last [Config.MaxHistory] diversions, dead-letterings and replays with
 // time, reason, attempt and error ([History] reads it); [MetaHistoryDropped]
 // counts older entries dropped to bound the metadata.
 //
+// # Messages too large for the retry stream
+//
+// A message that fills the source stream's limit (the server's max_payload,
+// headers and payload together) does not fit the retry stream once
+// floodgate's metadata is added. The queue first compacts the copy (drops
+// the history, cuts error texts); if it still does not fit (the client's
+// max_payload check, or the stream's MaxMsgSize), no later delivery can
+// divert it either, so it is dead-lettered at once with
+// [DeadReasonTooLarge], at its first failed call or first rejection: at
+// most one partner call. If the dead letter does not fit either, its
+// payload goes to a JetStream Object Store bucket, [Config.PayloadBucket]
+// (chunked, so any size fits), and the dead letter keeps the metadata, an
+// empty payload and the reference ([MetaPayloadBucket],
+// [MetaPayloadObject], [MetaPayloadSize]); when even the message's own
+// metadata does not fit, it goes to the bucket too ([MetaMetadataObject]).
+// The objects are confirmed before the dead letter is published, and the
+// source is acked only after both: nothing is lost, and a redelivery
+// overwrites the same objects (named by a digest of UUID and payload).
+// [Queue.Restore] reads a dead letter's payload back, byte for byte. The
+// bucket is created by [Provision]; the queue writes it through
+// [Config.JetStream] (the [jsq.Publisher]'s by default), whose user needs
+// the JetStream API for stream OBJ_<bucket> and publish rights on
+// $O.<bucket>.>. Replay removes a replayed dead letter's objects;
+// "floodgate purge" does not (remove them with "nats object rm", or purge
+// the bucket once its dead letters are gone). Keeping the message in the
+// source stream instead was rejected: a work-queue or interest source
+// deletes it on ack, and the source would have to keep every message
+// whose reference a dead letter holds.
+//
 // [Queue.Replay] (and the "floodgate replay" command) moves selected dead
 // letters — all, or by original topic, or by age — back into the retry
 // queue: it publishes each copy and removes the dead letter only after the
-// publish was confirmed.
+// publish was confirmed. A too-large dead letter goes back, restored, to
+// its original topic instead, when the replay selects that topic.
 //
 // # Drain
 //
@@ -108,7 +139,9 @@
 //
 // Topics are JetStream streams of the same name with one subject of the same
 // name, in file storage. [Provision] creates the retry stream (work-queue
-// retention: it holds exactly the backlog) and the dead-letter stream. The
+// retention: it holds exactly the backlog), the dead-letter stream and the
+// payload bucket, and refuses a retry or dead-letter stream whose
+// MaxMsgSize is below a source stream's. The
 // source topics' subscriber and publisher that keep the at-least-once
 // guarantee are in package [github.com/floodgate-go/floodgate/jsq].
 package retryqueue

@@ -65,7 +65,7 @@ func newEnv(t *testing.T, url string, mod func(*retryqueue.Config)) env {
 	if mod != nil {
 		mod(&e.cfg)
 	}
-	natstest.DeleteStreams(t, e.js, e.cfg.RetryTopic, e.cfg.DeadLetterTopic)
+	natstest.DeleteStreams(t, e.js, e.cfg.RetryTopic, e.cfg.DeadLetterTopic, "OBJ_"+e.cfg.DeadLetterTopic+"_payloads")
 	if err := retryqueue.Provision(testCtx(t), e.js, e.cfg); err != nil {
 		t.Fatal(err)
 	}

@@ -75,7 +75,31 @@ const (
 	// dead letters to the retry queue by [Queue.Replay], a decimal integer
 	// >= 1. Absent when never replayed.
 	MetaReplays = "floodgate_replays"
+	// MetaPayloadBucket and MetaPayloadObject reference, on a dead letter
+	// with [DeadReasonTooLarge], the JetStream Object Store bucket and the
+	// object that hold its payload, byte for byte; the dead letter itself
+	// has an empty payload. The object's name is the hex SHA-256 of the
+	// UUID, a zero byte and the payload. [Queue.Restore] reads it back.
+	MetaPayloadBucket = "floodgate_payload_bucket"
+	MetaPayloadObject = "floodgate_payload_object"
+	// MetaPayloadSize is the size in bytes of the payload kept in
+	// [MetaPayloadObject].
+	MetaPayloadSize = "floodgate_payload_size"
+	// MetaMetadataObject names the object in [MetaPayloadBucket] that holds
+	// the message's own metadata (the keys not starting with "floodgate_",
+	// as a JSON object of strings) when even a dead letter without payload
+	// could not carry it; the dead letter then has only floodgate's keys.
+	// Absent otherwise.
+	MetaMetadataObject = "floodgate_metadata_object"
 )
+
+// metaPrefix starts every metadata key floodgate sets.
+const metaPrefix = "floodgate_"
+
+// payloadRefKeys are the keys only the too-large dead-lettering sets; a
+// copy never inherits them from the message it copies, so a message cannot
+// forge a reference to another message's payload.
+var payloadRefKeys = []string{MetaPayloadBucket, MetaPayloadObject, MetaPayloadSize, MetaMetadataObject}
 
 // HistoryEntry is one event in a message's [MetaHistory].
 type HistoryEntry struct {
@@ -205,6 +229,13 @@ const (
 	// DeadReasonPermanent is the conventional reason for a permanent
 	// delivery error (the caller passes it to [Queue.DeadLetter]).
 	DeadReasonPermanent = "permanent"
+	// DeadReasonTooLarge: no copy of the message fits the retry or
+	// dead-letter stream (the server's max_payload or the stream's
+	// MaxMsgSize), even with floodgate's metadata compacted. The dead letter
+	// keeps the metadata and references the payload, stored in
+	// [Config.PayloadBucket] ([MetaPayloadObject]). A message that was being
+	// dead-lettered for another reason gets "too-large: " and that reason.
+	DeadReasonTooLarge = "too-large"
 )
 
 // Malformed reports whether msg's metadata cannot be trusted by the queue,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/nats-io/nats.go/jetstream"
@@ -28,27 +29,48 @@ func DeadLetterStreamConfig(topic string) jetstream.StreamConfig {
 	return jsq.StreamConfig(topic)
 }
 
-// Provision creates the retry stream ([RetryStreamConfig]) and the
-// dead-letter stream ([DeadLetterStreamConfig]) for cfg's topics (defaults
-// applied) if they are missing. Existing streams are left as they are
-// (replicas, placement and storage are the operator's), but one that would
-// lose messages is refused with an error wrapping [ErrStreamConfig]: a retry
-// stream without work-queue retention, or either stream with a limit
-// (MaxAge, MaxMsgs, MaxBytes, MaxMsgsPerSubject) that discards messages. It
-// returns an error wrapping [ErrInvalidConfig] that names the field
-// (RetryTopic, DeadLetterTopic) for invalid or equal topics, before creating
-// anything, or the JetStream API error. It checks only the topics: the
-// other fields of cfg, Publisher included, may be zero.
-func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
+// Provision creates the retry stream ([RetryStreamConfig]), the
+// dead-letter stream ([DeadLetterStreamConfig]) and the payload bucket
+// ([PayloadBucketConfig], a JetStream Object Store) for cfg's topics
+// (defaults applied) if they are missing. Existing ones are left as they
+// are (replicas, placement and storage are the operator's), but one that
+// would lose messages is refused with an error wrapping [ErrStreamConfig]
+// that names the stream and the field:
+//   - a retry stream without work-queue retention;
+//   - any of the three with a limit (MaxAge, MaxMsgs, MaxBytes,
+//     MaxMsgsPerSubject) that discards messages;
+//   - a retry or dead-letter stream whose MaxMsgSize is below that of a
+//     source stream named in sources (the topics the middleware consumes),
+//     or, with no sources given, below the server's max_payload (any
+//     source may hold a message that large). A MaxMsgSize of 0 or -1 means
+//     the server's max_payload. Even then a message filling the source's
+//     limit does not fit with floodgate's metadata: it is dead-lettered
+//     with its payload in the bucket ([DeadReasonTooLarge]).
+//
+// A source stream that does not exist is an error. It returns an error
+// wrapping [ErrInvalidConfig] that names the field (RetryTopic,
+// DeadLetterTopic, PayloadBucket) for invalid or equal names, before
+// creating anything, or the JetStream API error. It checks only the names:
+// the other fields of cfg, Publisher included, may be zero.
+func Provision(ctx context.Context, js jetstream.JetStream, cfg Config, sources ...string) error {
 	cfg.setDefaults()
 	if err := cfg.validateTopics(); err != nil {
+		return err
+	}
+	limit, from, err := sourceLimit(ctx, js, sources)
+	if err != nil {
 		return err
 	}
 	for _, sc := range []jetstream.StreamConfig{RetryStreamConfig(cfg.RetryTopic), DeadLetterStreamConfig(cfg.DeadLetterTopic)} {
 		st, err := js.Stream(ctx, sc.Name)
 		if err == nil {
-			if err := checkExisting(st.CachedInfo().Config, sc); err != nil {
+			got := st.CachedInfo().Config
+			if err := checkExisting(got, sc); err != nil {
 				return err
+			}
+			if size := effectiveMsgSize(js, got.MaxMsgSize); size < limit {
+				return fmt.Errorf("%w: stream %q has MaxMsgSize %d, below %s (%d bytes); want >= it, or -1 for the server's max_payload",
+					ErrStreamConfig, got.Name, got.MaxMsgSize, from, limit)
 			}
 			continue
 		}
@@ -59,7 +81,62 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 			return fmt.Errorf("retryqueue: create stream %q: %w", sc.Name, err)
 		}
 	}
-	return nil
+	return provisionBucket(ctx, js, cfg.PayloadBucket)
+}
+
+// provisionBucket creates the payload bucket if missing and refuses an
+// existing one with a limit that discards payloads.
+func provisionBucket(ctx context.Context, js jetstream.JetStream, bucket string) error {
+	_, err := js.ObjectStore(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		_, err = js.CreateObjectStore(ctx, PayloadBucketConfig(bucket))
+		if err != nil && !errors.Is(err, jetstream.ErrBucketExists) {
+			return fmt.Errorf("retryqueue: create payload bucket %q: %w", bucket, err)
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("retryqueue: look up payload bucket %q: %w", bucket, err)
+	}
+	st, err := js.Stream(ctx, "OBJ_"+bucket)
+	if err != nil {
+		return fmt.Errorf("retryqueue: payload bucket %q stream: %w", bucket, err)
+	}
+	got := st.CachedInfo().Config
+	return checkExisting(got, jetstream.StreamConfig{Retention: got.Retention})
+}
+
+// sourceLimit returns the largest message the source streams accept, and
+// which stream (or the server) sets it.
+func sourceLimit(ctx context.Context, js jetstream.JetStream, sources []string) (int64, string, error) {
+	if len(sources) == 0 {
+		return effectiveMsgSize(js, -1), "the server's max_payload", nil
+	}
+	var limit int64
+	var from string
+	for _, name := range sources {
+		st, err := js.Stream(ctx, name)
+		if err != nil {
+			return 0, "", fmt.Errorf("retryqueue: source stream %q: %w", name, err)
+		}
+		if size := effectiveMsgSize(js, st.CachedInfo().Config.MaxMsgSize); size > limit {
+			limit, from = size, fmt.Sprintf("source stream %q's MaxMsgSize", name)
+		}
+	}
+	return limit, from, nil
+}
+
+// effectiveMsgSize is the largest message a stream with MaxMsgSize max
+// accepts: max, bounded by the server's max_payload (unknown: unbounded).
+func effectiveMsgSize(js jetstream.JetStream, max int32) int64 {
+	payload := int64(math.MaxInt64)
+	if nc := js.Conn(); nc != nil && nc.MaxPayload() > 0 {
+		payload = nc.MaxPayload()
+	}
+	if max <= 0 {
+		return payload
+	}
+	return min(int64(max), payload)
 }
 
 // Depth returns the backlog of consumer on stream: messages not yet

@@ -13,7 +13,6 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/floodgate-go/floodgate/jsq"
-	"github.com/nats-io/nats.go"
 )
 
 // Queue diverts messages to the retry topic and dead-letters them. It never
@@ -94,9 +93,11 @@ func (q *Queue) Stats() QueueStats {
 //
 // Instead of diverting, it dead-letters msg (see [Queue.DeadLetter]) when
 // its metadata is malformed ([Queue.Malformed], [DeadReasonMalformed]), when
-// the attempt reaches [Config.MaxAttempts] ([DeadReasonMaxAttempts]), or when
-// [Config.MaxAge] has passed since the first diversion ([DeadReasonMaxAge]).
-// Either way a nil error means a durable copy exists.
+// the attempt reaches [Config.MaxAttempts] ([DeadReasonMaxAttempts]), when
+// [Config.MaxAge] has passed since the first diversion ([DeadReasonMaxAge]),
+// or when the copy does not fit the retry stream even with floodgate's
+// metadata compacted ([DeadReasonTooLarge]). Either way a nil error means a
+// durable copy exists.
 //
 // A message a [Drainer] handed over (ctx is its context, see [FromDrain])
 // and diverted for a reason other than [ReasonFailure] and
@@ -122,14 +123,15 @@ func (q *Queue) Divert(ctx context.Context, msg *message.Message, reason Reason,
 // Route is [Queue.Divert] that also reports what it did: deadReason is empty
 // when msg went to the retry queue, and otherwise the reason it was
 // dead-lettered instead ([DeadReasonMalformed], [DeadReasonMaxAttempts],
-// [DeadReasonMaxAge]). The middleware uses it to report dead letters as
-// such. It returns the errors Divert returns.
+// [DeadReasonMaxAge], [DeadReasonTooLarge], or "too-large: " and one of the
+// others). The middleware uses it to report dead letters as such. It
+// returns the errors Divert returns.
 func (q *Queue) Route(ctx context.Context, msg *message.Message, reason Reason, cause error) (deadReason string, err error) {
 	if !reason.Valid() {
 		return "", fmt.Errorf("%w: %q", ErrInvalidReason, reason)
 	}
 	if why, bad := q.Malformed(msg); bad {
-		return DeadReasonMalformed, q.deadLetter(ctx, msg, DeadReasonMalformed, fmt.Errorf("%w: %s", ErrMalformed, why))
+		return q.deadLetter(ctx, msg, DeadReasonMalformed, fmt.Errorf("%w: %s", ErrMalformed, why))
 	}
 	now := q.cfg.Clock.Now()
 	attempt := Attempt(msg)
@@ -180,9 +182,9 @@ func (q *Queue) Route(ctx context.Context, msg *message.Message, reason Reason, 
 	}
 	switch {
 	case reason == ReasonFailure && attempt >= q.cfg.MaxAttempts:
-		return DeadReasonMaxAttempts, q.deadLetter(ctx, c, DeadReasonMaxAttempts, lastErr)
+		return q.deadLetter(ctx, c, DeadReasonMaxAttempts, lastErr)
 	case now.Sub(first) >= q.cfg.MaxAge:
-		return DeadReasonMaxAge, q.deadLetter(ctx, c, DeadReasonMaxAge, lastErr)
+		return q.deadLetter(ctx, c, DeadReasonMaxAge, lastErr)
 	}
 	if LeftInPlace(ctx, msg, reason) {
 		// A drained message the breaker turned away: the drainer leaves
@@ -198,6 +200,11 @@ func (q *Queue) Route(ctx context.Context, msg *message.Message, reason Reason, 
 	q.hold(key)
 	if err := q.publish(ctx, q.cfg.RetryTopic, c); err != nil {
 		q.Release(key)
+		if errors.Is(err, ErrTooLarge) {
+			// Not even the compacted copy fits: it would fail on every
+			// redelivery, so it ends here, its payload kept aside.
+			return q.deadLetter(ctx, c, DeadReasonTooLarge, lastErr)
+		}
 		return "", err
 	}
 	q.diverted.Add(1)
@@ -227,14 +234,23 @@ func LeftInPlace(ctx context.Context, msg *message.Message, reason Reason) bool 
 // that cannot travel as NATS headers are left out and listed in
 // [MetaDroppedKeys], so a malformed message can always be dead-lettered.
 //
+// A copy that does not fit the dead-letter stream even with floodgate's
+// metadata compacted is dead-lettered without its payload, which is kept in
+// [Config.PayloadBucket] ([DeadReasonTooLarge], [MetaPayloadObject]); its
+// reason becomes "too-large: " and reason.
+//
 // Like Divert it publishes with its own timeout, detached from ctx's
 // cancellation, and returns an error wrapping [ErrPublish] if the publish
 // was not confirmed; the caller must then nack msg.
 func (q *Queue) DeadLetter(ctx context.Context, msg *message.Message, reason string, cause error) error {
-	return q.deadLetter(ctx, msg, reason, cause)
+	_, err := q.deadLetter(ctx, msg, reason, cause)
+	return err
 }
 
-func (q *Queue) deadLetter(ctx context.Context, msg *message.Message, reason string, cause error) error {
+// deadLetter dead-letters msg and returns the reason the dead letter
+// carries: reason, or the too-large reason when its payload had to be kept
+// aside.
+func (q *Queue) deadLetter(ctx context.Context, msg *message.Message, reason string, cause error) (string, error) {
 	c := q.copy(msg)
 	var dropped []string
 	for k := range c.Metadata {
@@ -257,14 +273,22 @@ func (q *Queue) deadLetter(ctx context.Context, msg *message.Message, reason str
 		entry.Error = truncate(cause.Error(), q.cfg.MaxErrorLen)
 	}
 	appendHistory(c, entry, q.cfg.MaxHistory)
-	if err := q.publish(ctx, q.cfg.DeadLetterTopic, c); err != nil {
-		return err
+	err := q.publish(ctx, q.cfg.DeadLetterTopic, c)
+	if errors.Is(err, ErrTooLarge) {
+		if reason != DeadReasonTooLarge {
+			reason = truncate(DeadReasonTooLarge+": "+reason, q.cfg.MaxErrorLen)
+			c.Metadata.Set(MetaDeadReason, reason)
+		}
+		err = q.deadLetterTooLarge(ctx, c)
+	}
+	if err != nil {
+		return reason, err
 	}
 	q.deadLettered.Add(1)
 	if s := slotFor(ctx, msg); s != nil {
 		s.set(outcomeDead, "")
 	}
-	return nil
+	return reason, nil
 }
 
 // copy returns a copy of msg (UUID, payload, metadata without reserved keys)
@@ -275,6 +299,9 @@ func (q *Queue) copy(msg *message.Message) *message.Message {
 		if !jsq.Reserved(k) {
 			c.Metadata.Set(k, v)
 		}
+	}
+	for _, k := range payloadRefKeys {
+		delete(c.Metadata, k)
 	}
 	if c.Metadata.Get(MetaOriginalTopic) == "" {
 		if t := message.SubscribeTopicFromCtx(msg.Context()); t != "" {
@@ -301,8 +328,13 @@ func (q *Queue) publish(ctx context.Context, topic string, m *message.Message) e
 			err = pctx.Err()
 		}
 	}
-	if errors.Is(err, nats.ErrMaxPayload) && compact(m) {
-		return q.publish(ctx, topic, m) // once: compact reports false the second time
+	if tooLarge(err) {
+		if compact(m) {
+			return q.publish(ctx, topic, m) // once: compact reports false the second time
+		}
+		// Not counted as a publish error: the caller dead-letters the
+		// message with its payload kept aside.
+		return fmt.Errorf("%w: %w: %s to %q: %w", ErrPublish, ErrTooLarge, m.UUID, topic, err)
 	}
 	if err != nil {
 		q.failed.Add(1)
@@ -315,7 +347,8 @@ func (q *Queue) publish(ctx context.Context, topic string, m *message.Message) e
 const compactErrorLen = 64
 
 // compact shrinks the metadata floodgate added to m, so a copy that grew
-// past the server's max_payload (history, error texts) fits again: it drops
+// past the server's max_payload or the stream's MaxMsgSize (history, error
+// texts) fits again: it drops
 // the history (counting it in [MetaHistoryDropped]) and cuts the error and
 // dead-letter reason texts. It reports whether it changed anything, so a
 // publish is retried at most once.

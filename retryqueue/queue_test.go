@@ -346,6 +346,7 @@ func TestConfigValidation(t *testing.T) {
 		{"retry after", retryqueue.Config{Publisher: nopPublisher{}, MaxRetryAfter: -time.Second}, "MaxRetryAfter"},
 		{"same topics", retryqueue.Config{Publisher: nopPublisher{}, RetryTopic: "x", DeadLetterTopic: "x"}, "DeadLetterTopic"},
 		{"dotted topic", retryqueue.Config{Publisher: nopPublisher{}, RetryTopic: "retry.queue"}, "RetryTopic"},
+		{"bucket", retryqueue.Config{Publisher: nopPublisher{}, PayloadBucket: "dead@payloads"}, "PayloadBucket"},
 	}
 	for _, c := range cases {
 		_, err := retryqueue.New(c.cfg)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -44,6 +45,20 @@ type ReplayResult struct {
 	Replayed int `json:"replayed"`
 	// UUIDs are the selected messages' UUIDs, in stream order.
 	UUIDs []string `json:"uuids"`
+	// Restored counts, among Replayed, the dead letters whose payload was
+	// kept in the payload bucket ([DeadReasonTooLarge]): read back
+	// ([Queue.Restore]) and published to their original topic.
+	Restored int `json:"restored"`
+	// Skipped lists the selected dead letters left in place, and why.
+	Skipped []ReplaySkip `json:"skipped,omitempty"`
+}
+
+// ReplaySkip is a dead letter [Queue.Replay] selected and left in place.
+type ReplaySkip struct {
+	// UUID is the dead letter's message UUID.
+	UUID string `json:"uuid"`
+	// Why says why it was not replayed.
+	Why string `json:"why"`
 }
 
 // Replay moves the dead letters selected by f back into the retry queue,
@@ -57,6 +72,17 @@ type ReplayResult struct {
 // (so [Config.MaxAttempts] and [Config.MaxAge] count afresh),
 // [MetaReason] = [ReasonReplay], [MetaReplays] incremented and a
 // [EventReplayed] entry added to [MetaHistory].
+//
+// A dead letter whose payload was kept in the payload bucket
+// ([DeadReasonTooLarge]) does not fit the retry stream: it goes back to its
+// original topic instead, as the message was first consumed (UUID, its own
+// metadata, the payload read back byte for byte with [Queue.Restore]; no
+// floodgate metadata), and passes through the pipeline afresh. Because
+// [MetaOriginalTopic] comes with the message, this happens only when
+// f.OriginalTopic names that topic; the dead letter and then its objects
+// are removed after the publish was confirmed. One that cannot be replayed
+// (no f.OriginalTopic, payload gone, too large for the topic too) is left
+// in place and listed in [ReplayResult.Skipped] with the reason.
 //
 // js must reach the server holding the dead-letter stream. Replay reads
 // the stream with an ephemeral ordered consumer (the server removes it
@@ -116,7 +142,20 @@ func (q *Queue) Replay(ctx context.Context, js jetstream.JetStream, f ReplayFilt
 			}
 			res.Selected++
 			res.UUIDs = append(res.UUIDs, wm.UUID)
-			if !f.DryRun {
+			switch {
+			case f.DryRun:
+			case wm.Metadata.Get(MetaPayloadObject) != "":
+				why, err := q.replayTooLarge(ctx, st, wm, md.Sequence.Stream, f.OriginalTopic)
+				if err != nil {
+					return res, err
+				}
+				if why != "" {
+					res.Skipped = append(res.Skipped, ReplaySkip{UUID: wm.UUID, Why: why})
+					break
+				}
+				res.Replayed++
+				res.Restored++
+			default:
 				if err := q.replayOne(ctx, st, wm, md.Sequence.Stream, now); err != nil {
 					return res, err
 				}
@@ -178,4 +217,39 @@ func (q *Queue) replayOne(ctx context.Context, st jetstream.Stream, wm *message.
 		return fmt.Errorf("retryqueue: replay: %s is in the retry queue but its dead letter (seq %d) was not removed: %w", wm.UUID, seq, err)
 	}
 	return nil
+}
+
+// replayTooLarge publishes too-large dead letter wm (stream sequence seq),
+// restored, to its original topic topic, then deletes the dead letter and
+// its objects. It returns why it left wm in place, or an error.
+func (q *Queue) replayTooLarge(ctx context.Context, st jetstream.Stream, wm *message.Message, seq uint64, topic string) (why string, err error) {
+	if topic == "" {
+		return fmt.Sprintf("payload in bucket %q, object %q: too large for the retry stream; replay it to its original topic %q by selecting that topic (ReplayFilter.OriginalTopic, -original-topic)",
+			wm.Metadata.Get(MetaPayloadBucket), wm.Metadata.Get(MetaPayloadObject), wm.Metadata.Get(MetaOriginalTopic)), nil
+	}
+	full, err := q.Restore(ctx, wm)
+	if errors.Is(err, ErrPayloadUnavailable) {
+		return err.Error(), nil
+	}
+	if err != nil {
+		return "", err
+	}
+	orig := message.NewMessage(full.UUID, full.Payload)
+	for k, v := range full.Metadata {
+		if !strings.HasPrefix(k, metaPrefix) {
+			orig.Metadata.Set(k, v)
+		}
+	}
+	if err := q.publish(ctx, topic, orig); errors.Is(err, ErrTooLarge) {
+		return fmt.Sprintf("does not fit its original topic %q either: %v", topic, err), nil
+	} else if err != nil {
+		return "", err
+	}
+	if err := st.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return "", fmt.Errorf("retryqueue: replay: %s is back in %q but its dead letter (seq %d) was not removed: %w", wm.UUID, topic, seq, err)
+	}
+	if err := q.removeObjects(ctx, wm); err != nil {
+		return "", fmt.Errorf("retryqueue: replay: %s is back in %q but its payload objects in bucket %q were not removed: %w", wm.UUID, topic, wm.Metadata.Get(MetaPayloadBucket), err)
+	}
+	return "", nil
 }

@@ -26,6 +26,12 @@ Select all dead letters (the default), or those of one original topic
 scripts), or those dead-lettered at least -older-than ago; -limit caps how
 many are moved.
 
+A dead letter with reason too-large (its payload kept in the payload bucket)
+does not fit the retry stream: with -original-topic T it is restored from the
+bucket and published, as first consumed, back to T, and its objects removed.
+Dead letters that cannot be replayed are listed with the reason and left in
+place.
+
 Flags:
 `
 
@@ -163,8 +169,14 @@ func writeReplay(w io.Writer, o replayOptions, res retryqueue.ReplayResult) {
 	}
 	fmt.Fprintf(w, "scanned %d dead letters in %s, selected %d, %s %d to %s\n",
 		res.Scanned, o.deadTopic, res.Selected, verb, max(res.Replayed, boolInt(o.dryRun)*res.Selected), o.retryTopic)
+	if res.Restored > 0 {
+		fmt.Fprintf(w, "of which %d too-large, restored from the payload bucket to %s\n", res.Restored, o.topic)
+	}
 	for _, id := range res.UUIDs {
 		fmt.Fprintln(w, id)
+	}
+	for _, sk := range res.Skipped {
+		fmt.Fprintf(w, "skipped %s: %s\n", sk.UUID, sk.Why)
 	}
 }
 

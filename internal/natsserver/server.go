@@ -32,6 +32,10 @@ type Options struct {
 	// standard error).
 	// Optional. Default false: no output.
 	Log bool
+	// MaxPayload is the server's max_payload: the largest message (headers
+	// and payload) a client may publish, in bytes.
+	// Optional. Default 0: the server's default, 1 MiB. Valid range >= 0.
+	MaxPayload int32
 }
 
 // ErrInvalidPort is returned by [Start] when [Options.Port] is outside -1..65535.
@@ -91,12 +95,13 @@ func Start(opts Options) (*Server, error) {
 // yet shared.
 func (s *Server) start(port int) error {
 	so := &server.Options{
-		Host:      s.opts.Host,
-		Port:      port,
-		JetStream: true,
-		StoreDir:  s.opts.StoreDir,
-		NoLog:     !s.opts.Log,
-		NoSigs:    true,
+		Host:       s.opts.Host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   s.opts.StoreDir,
+		NoLog:      !s.opts.Log,
+		NoSigs:     true,
+		MaxPayload: s.opts.MaxPayload,
 	}
 	srv, err := server.NewServer(so)
 	if err != nil {

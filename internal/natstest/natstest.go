@@ -172,3 +172,21 @@ func StreamMsgs(t testing.TB, js jetstream.JetStream, stream string) []*message.
 	}
 	return out
 }
+
+// WireSize returns the size m counts against the server's max_payload: its
+// data plus its header block as nats.go encodes it ("NATS/1.0\r\n", a
+// "key: value\r\n" line per value, "\r\n"), for header values without
+// line breaks.
+func WireSize(m *nats.Msg) int {
+	n := len(m.Data)
+	if len(m.Header) == 0 {
+		return n
+	}
+	n += len("NATS/1.0\r\n") + len("\r\n")
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			n += len(k) + len(": ") + len(v) + len("\r\n")
+		}
+	}
+	return n
+}
