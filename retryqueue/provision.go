@@ -30,11 +30,13 @@ func DeadLetterStreamConfig(topic string) jetstream.StreamConfig {
 
 // Provision creates the retry stream ([RetryStreamConfig]) and the
 // dead-letter stream ([DeadLetterStreamConfig]) for cfg's topics (defaults
-// applied) if they are missing. Existing streams are left as they are
-// (replicas, placement and storage are the operator's), but one that would
-// lose messages is refused with an error wrapping [ErrStreamConfig]: a retry
+// applied) if they are missing. Existing streams are never changed
+// (replicas and placement are the operator's), but one that would lose
+// messages is refused with an error wrapping [ErrStreamConfig]: a retry
 // stream without work-queue retention, or either stream with a limit
-// (MaxAge, MaxMsgs, MaxBytes, MaxMsgsPerSubject) that discards messages. It
+// (MaxAge, MaxMsgs, MaxBytes, MaxMsgsPerSubject) that discards messages;
+// and one that differs in another field Provision sets (Subjects, Storage)
+// is refused with a [*jsq.ConfigMismatchError] ([jsq.CheckStream]). It
 // returns an error wrapping [ErrInvalidConfig] that names the field
 // (RetryTopic, DeadLetterTopic) for invalid or equal topics, before creating
 // anything, or the JetStream API error. It checks only the topics: the
@@ -48,6 +50,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config) error {
 		st, err := js.Stream(ctx, sc.Name)
 		if err == nil {
 			if err := checkExisting(st.CachedInfo().Config, sc); err != nil {
+				return err
+			}
+			if err := jsq.CheckStream(st.CachedInfo().Config, sc); err != nil {
 				return err
 			}
 			continue
