@@ -391,8 +391,9 @@ func (d *Drainer) burstFor(r float64) int {
 }
 
 // ConsumerConfig returns the durable consumer the drainer creates on its
-// stream, or requires of an existing one ([jsq.CheckConsumer]): explicit ack, deliver all, AckWait, MaxDeliver unlimited
-// (giving up is the queue's decision: MaxAttempts, MaxAge), MaxAckPending
+// stream, or requires of an existing one ([jsq.CheckConsumer]): explicit
+// ack, deliver all, AckWait, MaxDeliver unlimited (giving up is the
+// queue's decision: MaxAttempts, MaxAge), MaxAckPending
 // unlimited (messages waiting out their not-before are ack-pending on the
 // server and must not stall the drain).
 func (d *Drainer) ConsumerConfig() jetstream.ConsumerConfig {
@@ -590,9 +591,8 @@ func (d *Drainer) tick(now time.Time) {
 // It never updates an existing consumer: one that differs from
 // [Drainer.ConsumerConfig] in a field jsq compares is left unchanged, and
 // Run logs the [*jsq.ConfigMismatchError] and returns it once the handlers
-// in flight are done. With
-// per-key ordering it first rebuilds the queue's key index from the retry
-// stream. It then waits for the handlers in flight (bounded by
+// in flight are done. With per-key ordering it first rebuilds the queue's
+// key index from the retry stream. It then waits for the handlers in flight (bounded by
 // HandlerTimeout) and their acks, and returns nil. It returns [ErrRunning]
 // if already running.
 func (d *Drainer) Run(ctx context.Context) error {
