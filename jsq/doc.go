@@ -16,7 +16,9 @@
 // what jsq would create in every field jsq sets:
 //
 //   - streams ([EnsureStream], [Subscriber.Subscribe], retryqueue.Provision):
-//     Subjects (as a set), Storage, Retention ([CheckStream]);
+//     Subjects (as a set) and Storage ([CheckStream]); Retention is set on
+//     creation only: any retention keeps a source message until jsq's
+//     consumer acks it (retryqueue.Provision requires its own);
 //   - consumers ([Subscriber.Subscribe], the retry queue's drainer):
 //     AckPolicy, DeliverPolicy, DeliverSubject (a pull consumer), AckWait,
 //     MaxDeliver, MaxAckPending ([CheckConsumer], [EnsureConsumer]).

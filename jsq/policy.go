@@ -61,11 +61,14 @@ func (e *ConfigMismatchError) Is(target error) bool { return target == ErrConfig
 
 // CheckStream compares an existing stream's configuration with want, the one
 // jsq would create ([StreamConfig], or a variant of it), in the fields jsq
-// sets: Subjects (as a set), Storage and Retention. It returns nil when they
-// are equal, and a [*ConfigMismatchError] listing the differing ones
-// otherwise. Every other field (replicas, placement, limits, ...) is the
-// operator's and is not compared; callers that need more check it
-// themselves.
+// sets and relies on: Subjects (as a set: the topic's messages, and only
+// they) and Storage (file: a stored message survives a server restart). It
+// returns nil when they are equal, and a [*ConfigMismatchError] listing the
+// differing ones otherwise. Retention is set on creation but not compared:
+// limits, work-queue and interest retention all keep a source message until
+// jsq's durable consumer acks it, so it is the operator's, like every other
+// field (replicas, placement, limits, ...); a caller that needs one checks
+// it itself, as retryqueue.Provision does.
 func CheckStream(existing, want jetstream.StreamConfig) error {
 	var diff []FieldMismatch
 	if len(want.Subjects) > 0 && !sameSet(existing.Subjects, want.Subjects) {
@@ -73,9 +76,6 @@ func CheckStream(existing, want jetstream.StreamConfig) error {
 	}
 	if existing.Storage != want.Storage {
 		diff = append(diff, FieldMismatch{"Storage", existing.Storage, want.Storage})
-	}
-	if existing.Retention != want.Retention {
-		diff = append(diff, FieldMismatch{"Retention", existing.Retention, want.Retention})
 	}
 	if len(diff) == 0 {
 		return nil

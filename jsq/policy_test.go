@@ -182,8 +182,6 @@ func TestExistingStreamThatDiffersIsRefusedUnchanged(t *testing.T) {
 	}{
 		{"Storage", func(c *jetstream.StreamConfig) { c.Storage = jetstream.MemoryStorage }, []string{"is Memory", "want File"},
 			func(c jetstream.StreamConfig) bool { return c.Storage == jetstream.MemoryStorage }},
-		{"Retention", func(c *jetstream.StreamConfig) { c.Retention = jetstream.InterestPolicy }, []string{"is Interest", "want Limits"},
-			func(c jetstream.StreamConfig) bool { return c.Retention == jetstream.InterestPolicy }},
 		{"Subjects", func(c *jetstream.StreamConfig) { c.Subjects = append(c.Subjects, c.Name+"_other") }, []string{"_other]", "want ["},
 			func(c jetstream.StreamConfig) bool { return len(c.Subjects) == 2 }},
 	}
@@ -221,22 +219,23 @@ func TestExistingStreamThatDiffersIsRefusedUnchanged(t *testing.T) {
 	}
 }
 
-// An existing stream equal in the fields jsq sets is used as it is: the
-// operator's other fields stay, and one created without subjects (the
-// server defaults them to its name) is equal.
+// An existing stream equal in the fields jsq compares is used as it is: the
+// operator's other fields stay (a work-queue source stream, as the fleet
+// tests use, included), and one created without subjects (the server
+// defaults them to its name) is equal.
 func TestExistingEqualStreamIsUsedAsIs(t *testing.T) {
 	url := natstest.URL(t)
 	js := natstest.JetStream(t, natstest.Conn(t, url))
 	topic := natstest.Name(t, "src")
 	natstest.DeleteStreams(t, js, topic)
-	if _, err := js.CreateStream(ctx(t), jetstream.StreamConfig{Name: topic, Description: "the operator's", MaxMsgSize: 1 << 16}); err != nil {
+	if _, err := js.CreateStream(ctx(t), jetstream.StreamConfig{Name: topic, Description: "the operator's", MaxMsgSize: 1 << 16, Retention: jetstream.WorkQueuePolicy}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := jsq.EnsureStream(ctx(t), js, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := st.CachedInfo().Config; c.Description != "the operator's" || c.MaxMsgSize != 1<<16 {
+	if c := st.CachedInfo().Config; c.Description != "the operator's" || c.MaxMsgSize != 1<<16 || c.Retention != jetstream.WorkQueuePolicy {
 		t.Errorf("stream changed: %+v", c)
 	}
 }

@@ -38,7 +38,7 @@ func StreamConfig(topic string) jetstream.StreamConfig {
 // EnsureStream returns the stream for topic, creating it with
 // [StreamConfig] if it does not exist. An existing stream (also one created
 // concurrently) is used as it is if [CheckStream] finds it equal to
-// [StreamConfig] in the fields jsq sets (Subjects, Storage, Retention), and
+// [StreamConfig] in the fields jsq relies on (Subjects, Storage), and
 // refused, unchanged, with a [*ConfigMismatchError] otherwise: EnsureStream
 // never updates a stream. It returns an error wrapping [ErrInvalidTopic], a
 // [*ConfigMismatchError], or the JetStream API error.

@@ -51,7 +51,9 @@ type SubscriberConfig struct {
 	// Optional. Default -1. Valid range -1, or >= 1 with
 	// AllowFiniteMaxDeliver.
 	MaxDeliver int
-	// AllowFiniteMaxDeliver allows a finite MaxDeliver.
+	// AllowFiniteMaxDeliver accepts a finite MaxDeliver. Set it only with
+	// floodgate's middleware in the handler chain, or a handler that itself
+	// dead-letters a message it fails on its last delivery ([Delivery]).
 	// Optional. Default false.
 	AllowFiniteMaxDeliver bool
 	// Concurrency is the number of pull loops per Subscribe, each fetching
@@ -219,12 +221,11 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	if err := ValidateTopic(topic); err != nil {
 		return nil, err
 	}
-	st, err := EnsureStream(ctx, s.js, topic)
-	if err != nil {
+	if _, err := EnsureStream(ctx, s.js, topic); err != nil {
 		return nil, err
 	}
 	cc := s.cfg.consumerConfig(topic)
-	cons, err := EnsureConsumer(ctx, s.js, st.CachedInfo().Config.Name, cc)
+	cons, err := EnsureConsumer(ctx, s.js, topic, cc)
 	if err != nil {
 		return nil, err
 	}

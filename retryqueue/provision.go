@@ -35,8 +35,8 @@ func DeadLetterStreamConfig(topic string) jetstream.StreamConfig {
 // messages is refused with an error wrapping [ErrStreamConfig]: a retry
 // stream without work-queue retention, or either stream with a limit
 // (MaxAge, MaxMsgs, MaxBytes, MaxMsgsPerSubject) that discards messages;
-// and one that differs in another field Provision sets (Subjects, Storage)
-// is refused with a [*jsq.ConfigMismatchError] ([jsq.CheckStream]). It
+// one that differs in Subjects or Storage is refused with a
+// [*jsq.ConfigMismatchError] ([jsq.CheckStream]). It
 // returns an error wrapping [ErrInvalidConfig] that names the field
 // (RetryTopic, DeadLetterTopic) for invalid or equal topics, before creating
 // anything, or the JetStream API error. It checks only the topics: the
