@@ -37,6 +37,12 @@ func TestSubscriberConfigValidate(t *testing.T) {
 		{Name: "MaxAckPending", Cfg: jsq.SubscriberConfig{URL: url, MaxAckPending: -2}, Want: "MaxAckPending must be -1 or >= 1, got -2"},
 		{Name: "CloseGrace", Cfg: jsq.SubscriberConfig{URL: url, CloseGrace: time.Minute}, Want: "CloseGrace must be < AckWait (30s), got 1m0s"},
 		{Name: "FetchWait", Cfg: jsq.SubscriberConfig{URL: url, FetchWait: time.Millisecond}, Want: "FetchWait must be in 100ms..AckWait (30s), got 1ms"},
+		// Issue 12: a finite MaxDeliver lets the server drop a message
+		// silently, so it needs the explicit option.
+		{Name: "MaxDeliver finite", Cfg: jsq.SubscriberConfig{URL: url, MaxDeliver: 5}, Want: "MaxDeliver 5 is finite"},
+		{Name: "MaxDeliver finite allowed", Cfg: jsq.SubscriberConfig{URL: url, MaxDeliver: 5, AllowFiniteMaxDeliver: true}},
+		{Name: "MaxDeliver unlimited", Cfg: jsq.SubscriberConfig{URL: url, MaxDeliver: -1}},
+		{Name: "MaxDeliver range", Cfg: jsq.SubscriberConfig{URL: url, MaxDeliver: -2, AllowFiniteMaxDeliver: true}, Want: "MaxDeliver must be -1, or >= 1 with AllowFiniteMaxDeliver, got -2"},
 	}, &configtest.Options[jsq.SubscriberConfig]{
 		// NewSubscriber fails the same way, before connecting.
 		New: func(c jsq.SubscriberConfig) error { _, err := jsq.NewSubscriber(c); return err },

@@ -9,6 +9,31 @@
 // must therefore be valid stream names: no '.', '*', '>', '/', '\\' or
 // whitespace ([ValidateTopic]).
 //
+// # Existing streams and consumers
+//
+// jsq creates a stream or durable consumer that is missing, and never
+// updates one that exists. An existing one is bound as it is when it equals
+// what jsq would create in every field jsq sets:
+//
+//   - streams ([EnsureStream], [Subscriber.Subscribe], retryqueue.Provision):
+//     Subjects (as a set) and Storage ([CheckStream]); Retention is set on
+//     creation only: any retention keeps a source message until jsq's
+//     consumer acks it (retryqueue.Provision requires its own);
+//   - consumers ([Subscriber.Subscribe], the retry queue's drainer):
+//     AckPolicy, DeliverPolicy, DeliverSubject (a pull consumer), AckWait,
+//     MaxDeliver, MaxAckPending ([CheckConsumer], [EnsureConsumer]).
+//
+// Otherwise it is refused, unchanged, with a [*ConfigMismatchError]
+// ([ErrConfigMismatch]) naming each differing field with the server's and
+// jsq's values; edit or delete it, or configure jsq to match. Fields jsq
+// does not set (replicas, placement, limits, description, filter subjects,
+// ...) are the operator's and not compared. A field an operator left to
+// the server's default compares as the value the server filled in: a
+// consumer created with no AckWait, MaxDeliver or MaxAckPending has 30s,
+// -1 and 1000, jsq's defaults. Before floodgate refused them, changed
+// settings (say, a new [SubscriberConfig.AckWait]) were applied by
+// overwriting the consumer; now the operator changes the consumer first.
+//
 // # Wire format
 //
 // A Watermill message is a NATS message whose data is the payload, whose
@@ -22,7 +47,7 @@
 // # Acknowledgement path of [Subscriber]
 //
 // The subscriber uses a durable pull consumer (explicit ack, MaxDeliver
-// unlimited) and pull loops that each fetch one message, hand it to the
+// unlimited by default: see "Finite MaxDeliver") and pull loops that each fetch one message, hand it to the
 // Watermill router and wait for its outcome before fetching the next, so no
 // message waits prefetched in the client with its AckWait running. For each
 // message:
@@ -50,6 +75,24 @@
 //
 // [SubscriberConfig.Concurrency] runs several loops on the same durable
 // consumer.
+//
+// # Finite MaxDeliver
+//
+// After a nack, or an AckWait expiry, on the last delivery a consumer's
+// MaxDeliver allows, the server gives up on the message: it is never
+// delivered again and no stream records it (it stays in a limits-retention
+// source stream, skipped, and the server publishes a MAX_DELIVERIES
+// advisory). jsq therefore defaults to MaxDeliver -1 (unlimited) and
+// refuses a finite [SubscriberConfig.MaxDeliver] unless
+// [SubscriberConfig.AllowFiniteMaxDeliver] is set. The subscriber puts each
+// message's [Delivery] (stream, sequence, delivery count, the consumer's
+// MaxDeliver) in its context ([DeliveryFrom]) and logs an error when it
+// naks or gives up on a last delivery. floodgate's middleware reads it: on
+// the last delivery it dead-letters, with reason "max-deliver", a message
+// it would otherwise nack (its diversion or dead-letter publish failed, or
+// its context was done before admission), and when even that publish fails
+// it logs the stream and sequence and emits a Nacked event with reason
+// "max-deliver". A handler without the middleware must do the same itself.
 //
 // The unmarshaler ([Unmarshal]) never fails: a header with several values
 // keeps its first and marks the message with the metadata key

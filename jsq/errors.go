@@ -24,3 +24,8 @@ var ErrAckWait = fmt.Errorf("jsq: handler exceeded AckWait: %w", context.Deadlin
 // context when the subscription closes and [SubscriberConfig.CloseGrace]
 // has run out.
 var ErrClosing = errors.New("jsq: subscriber closing")
+
+// ErrConfigMismatch is matched ([errors.Is]) by a [*ConfigMismatchError]:
+// an existing stream or consumer differs from what jsq would create in a
+// field jsq sets, so jsq refuses to use it and leaves it unchanged.
+var ErrConfigMismatch = errors.New("jsq: existing stream or consumer differs")

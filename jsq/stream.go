@@ -36,27 +36,40 @@ func StreamConfig(topic string) jetstream.StreamConfig {
 }
 
 // EnsureStream returns the stream for topic, creating it with
-// [StreamConfig] if it does not exist. An existing stream is used as it is,
-// whatever its configuration. It returns an error wrapping [ErrInvalidTopic]
-// or the JetStream API error.
+// [StreamConfig] if it does not exist. An existing stream (also one created
+// concurrently) is used as it is if [CheckStream] finds it equal to
+// [StreamConfig] in the fields jsq relies on (Subjects, Storage), and
+// refused, unchanged, with a [*ConfigMismatchError] otherwise: EnsureStream
+// never updates a stream. It returns an error wrapping [ErrInvalidTopic], a
+// [*ConfigMismatchError], or the JetStream API error.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, topic string) (jetstream.Stream, error) {
 	if err := ValidateTopic(topic); err != nil {
 		return nil, err
 	}
+	want := StreamConfig(topic)
 	s, err := js.Stream(ctx, topic)
 	if err == nil {
-		return s, nil
+		return checkedStream(s, want)
 	}
 	if !errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("jsq: look up stream %q: %w", topic, err)
 	}
-	s, err = js.CreateStream(ctx, StreamConfig(topic))
+	s, err = js.CreateStream(ctx, want)
 	if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		// Created concurrently by someone else.
-		s, err = js.Stream(ctx, topic)
+		// Created concurrently by someone else, maybe otherwise.
+		if s, err = js.Stream(ctx, topic); err == nil {
+			return checkedStream(s, want)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("jsq: create stream %q: %w", topic, err)
+	}
+	return s, nil
+}
+
+func checkedStream(s jetstream.Stream, want jetstream.StreamConfig) (jetstream.Stream, error) {
+	if err := CheckStream(s.CachedInfo().Config, want); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

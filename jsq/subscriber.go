@@ -42,6 +42,20 @@ type SubscriberConfig struct {
 	// consumer, across all subscribers of it; -1 means unlimited.
 	// Optional. Default 1000 (the server's default). Valid range -1 or >= 1.
 	MaxAckPending int
+	// MaxDeliver is the consumer's MaxDeliver: how often the server
+	// delivers a message at most; -1 means unlimited. After a nack or an
+	// AckWait expiry on the last delivery the server drops the message from
+	// the consumer without a trace in any stream, so a finite value needs
+	// AllowFiniteMaxDeliver, and then floodgate's middleware dead-letters a
+	// message it cannot otherwise settle on its last delivery (package doc).
+	// Optional. Default -1. Valid range -1, or >= 1 with
+	// AllowFiniteMaxDeliver.
+	MaxDeliver int
+	// AllowFiniteMaxDeliver accepts a finite MaxDeliver. Set it only with
+	// floodgate's middleware in the handler chain, or a handler that itself
+	// dead-letters a message it fails on its last delivery ([Delivery]).
+	// Optional. Default false.
+	AllowFiniteMaxDeliver bool
 	// Concurrency is the number of pull loops per Subscribe, each fetching
 	// and handling one message at a time: the number of messages in
 	// handlers at once.
@@ -76,6 +90,9 @@ func (c *SubscriberConfig) setDefaults() {
 	}
 	if c.MaxAckPending == 0 {
 		c.MaxAckPending = 1000
+	}
+	if c.MaxDeliver == 0 {
+		c.MaxDeliver = -1
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 1
@@ -114,6 +131,10 @@ func (c *SubscriberConfig) validate() error {
 		return fmt.Errorf("%w: AckWait must be >= 1s, got %s", ErrInvalidConfig, c.AckWait)
 	case c.MaxAckPending < -1:
 		return fmt.Errorf("%w: MaxAckPending must be -1 or >= 1, got %d", ErrInvalidConfig, c.MaxAckPending)
+	case c.MaxDeliver < -1:
+		return fmt.Errorf("%w: MaxDeliver must be -1, or >= 1 with AllowFiniteMaxDeliver, got %d", ErrInvalidConfig, c.MaxDeliver)
+	case c.MaxDeliver > 0 && !c.AllowFiniteMaxDeliver:
+		return fmt.Errorf("%w: MaxDeliver %d is finite: the server would drop a message after its last delivery; set AllowFiniteMaxDeliver to accept it, or MaxDeliver -1 (unlimited)", ErrInvalidConfig, c.MaxDeliver)
 	case c.Concurrency < 1 || c.Concurrency > 1024:
 		return fmt.Errorf("%w: Concurrency must be in 1..1024, got %d", ErrInvalidConfig, c.Concurrency)
 	case c.CloseGrace >= c.AckWait:
@@ -137,16 +158,17 @@ func (c SubscriberConfig) consumerConfig(topic string) jetstream.ConsumerConfig 
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		AckWait:       c.AckWait,
-		MaxDeliver:    -1,
+		MaxDeliver:    c.MaxDeliver,
 		MaxAckPending: c.MaxAckPending,
 	}
 }
 
 // ConsumerConfig returns the durable consumer [Subscriber.Subscribe] creates
-// or updates for topic: explicit ack, deliver all, MaxDeliver unlimited (a
-// nacked or expired message is redelivered forever: giving up is
-// floodgate's dead-letter decision, not the broker's), the configured
-// AckWait and MaxAckPending.
+// for topic, or requires of an existing one ([CheckConsumer]): a pull
+// consumer with explicit ack, deliver all, and the configured AckWait,
+// MaxAckPending and MaxDeliver (default unlimited: a nacked or expired
+// message is redelivered forever; giving up is floodgate's dead-letter
+// decision, not the broker's).
 func (c SubscriberConfig) ConsumerConfig(topic string) jetstream.ConsumerConfig {
 	c.setDefaults()
 	return c.consumerConfig(topic)
@@ -154,8 +176,9 @@ func (c SubscriberConfig) ConsumerConfig(topic string) jetstream.ConsumerConfig 
 
 // Subscriber is a Watermill subscriber on JetStream for at-least-once
 // delivery, as the package doc describes. Subscribe creates the topic's
-// stream (file storage) and durable consumer if missing; Close never
-// deletes them. It is safe for concurrent use.
+// stream (file storage) and durable consumer if missing, and refuses
+// existing ones that differ in a field it sets; it never updates them, and
+// Close never deletes them. It is safe for concurrent use.
 type Subscriber struct {
 	cfg SubscriberConfig
 	nc  *nats.Conn
@@ -186,23 +209,25 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 	return &Subscriber{cfg: cfg, nc: nc, js: js, closing: make(chan struct{})}, nil
 }
 
-// Subscribe creates the topic's stream and durable consumer if missing and
-// starts [SubscriberConfig.Concurrency] pull loops on it. The returned
-// channel is closed once ctx is done or the subscriber closed, and every
-// loop finished (acks of handled messages sent). It returns an error
-// wrapping [ErrInvalidTopic], [ErrSubscriberClosed], or the stream or
-// consumer error.
+// Subscribe creates the topic's stream ([EnsureStream]) and durable
+// consumer ([EnsureConsumer] with [SubscriberConfig.ConsumerConfig]) if
+// missing and starts [SubscriberConfig.Concurrency] pull loops on it. The
+// returned channel is closed once ctx is done or the subscriber closed, and
+// every loop finished (acks of handled messages sent). It returns an error
+// wrapping [ErrInvalidTopic], [ErrSubscriberClosed], a
+// [*ConfigMismatchError] (an existing stream or consumer differs; it is left
+// unchanged), or the stream or consumer error.
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
 	if err := ValidateTopic(topic); err != nil {
 		return nil, err
 	}
-	st, err := EnsureStream(ctx, s.js, topic)
-	if err != nil {
+	if _, err := EnsureStream(ctx, s.js, topic); err != nil {
 		return nil, err
 	}
-	cons, err := st.CreateOrUpdateConsumer(ctx, s.cfg.consumerConfig(topic))
+	cc := s.cfg.consumerConfig(topic)
+	cons, err := EnsureConsumer(ctx, s.js, topic, cc)
 	if err != nil {
-		return nil, fmt.Errorf("jsq: consumer for %q: %w", topic, err)
+		return nil, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -214,7 +239,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	out := make(chan *message.Message)
 	var wg sync.WaitGroup
 	for range s.cfg.Concurrency {
-		wg.Go(func() { s.loop(stop, cons, topic, out) })
+		wg.Go(func() { s.loop(stop, cons, cc, topic, out) })
 	}
 	s.loops.Add(1)
 	go func() {
@@ -232,14 +257,14 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 }
 
 // loop fetches one message at a time and hands it over until stop is done.
-func (s *Subscriber) loop(stop context.Context, cons jetstream.Consumer, topic string, out chan<- *message.Message) {
+func (s *Subscriber) loop(stop context.Context, cons jetstream.Consumer, cc jetstream.ConsumerConfig, topic string, out chan<- *message.Message) {
 	failures := 0
 	for stop.Err() == nil {
 		fctx, cancel := context.WithTimeout(stop, s.cfg.FetchWait)
 		batch, err := cons.Fetch(1, jetstream.FetchContext(fctx))
 		if err == nil {
 			for jm := range batch.Messages() {
-				s.handle(stop, jm, out)
+				s.handle(stop, jm, Delivery{Stream: topic, Consumer: cc.Durable, Count: 1, MaxDeliver: cc.MaxDeliver}, out)
 			}
 			err = batch.Error()
 		}
@@ -262,14 +287,20 @@ func (s *Subscriber) loop(stop context.Context, cons jetstream.Consumer, topic s
 
 // handle hands one message to the router and settles it: ack after Ack,
 // delayed nak after Nack, nothing on AckWait or close (see package doc).
-func (s *Subscriber) handle(stop context.Context, jm jetstream.Msg, out chan<- *message.Message) {
+func (s *Subscriber) handle(stop context.Context, jm jetstream.Msg, d Delivery, out chan<- *message.Message) {
 	wm := Unmarshal(jm)
+	if md, err := jm.Metadata(); err == nil {
+		d.Count, d.StreamSeq = md.NumDelivered, md.Sequence.Stream
+	}
 	// The message context survives stop for CloseGrace, so a handler that
 	// is nearly done can finish and be acked.
-	mctx, cancel := context.WithCancelCause(context.WithoutCancel(stop))
+	mctx, cancel := context.WithCancelCause(WithDelivery(context.WithoutCancel(stop), d))
 	defer cancel(nil)
 	wm.SetContext(mctx)
 	fields := watermill.LogFields{"message_uuid": wm.UUID, "subject": jm.Subject()}
+	if d.Last() {
+		fields["stream"], fields["stream_seq"], fields["deliveries"] = d.Stream, d.StreamSeq, d.Count
+	}
 
 	select {
 	case out <- wm:
@@ -292,16 +323,19 @@ func (s *Subscriber) handle(stop context.Context, jm jetstream.Msg, out chan<- *
 			}
 			return
 		case <-wm.Nacked():
-			var deliveries uint64 = 1
-			if md, err := jm.Metadata(); err == nil {
-				deliveries = md.NumDelivered
+			if d.Last() {
+				s.cfg.Logger.Error("jsq: nacked on the last delivery (MaxDeliver); the server will not redeliver it", nil, fields)
 			}
-			if err := jm.NakWithDelay(s.cfg.NakDelay(deliveries)); err != nil {
+			if err := jm.NakWithDelay(s.cfg.NakDelay(d.Count)); err != nil {
 				s.cfg.Logger.Error("jsq: nak not sent; the server will redeliver after AckWait", err, fields)
 			}
 			return
 		case <-ackWait.C:
-			s.cfg.Logger.Info("jsq: handler exceeded AckWait; giving up, the server will redeliver", fields)
+			if d.Last() {
+				s.cfg.Logger.Error("jsq: handler exceeded AckWait on the last delivery (MaxDeliver); giving up, the server will not redeliver it", nil, fields)
+			} else {
+				s.cfg.Logger.Info("jsq: handler exceeded AckWait; giving up, the server will redeliver", fields)
+			}
 			cancel(ErrAckWait)
 			return
 		case <-stopped:
@@ -310,6 +344,9 @@ func (s *Subscriber) handle(stop context.Context, jm jetstream.Msg, out chan<- *
 			defer t.Stop()
 			grace = t.C
 		case <-grace:
+			if d.Last() {
+				s.cfg.Logger.Error("jsq: closing on the last delivery (MaxDeliver); the server will not redeliver it", nil, fields)
+			}
 			cancel(ErrClosing)
 			return // closing: not acked, redelivered after AckWait
 		}

@@ -46,7 +46,7 @@
 //	floodgate_calls_total{outcome}               counter: success, failure, slow, neutral, rejected
 //	floodgate_delivery_latency_seconds           histogram of admitted calls' handler time
 //	floodgate_diverted_total{reason}             counter: open, probe-limit, ramp, failure, ordering, not-attempted
-//	floodgate_dead_lettered_total{reason}        counter: permanent, malformed, max-attempts, max-age, too-large, other
+//	floodgate_dead_lettered_total{reason}        counter: permanent, malformed, max-attempts, max-age, too-large, max-deliver, other
 //	floodgate_nacked_total                       counter: outcomes that could not be made durable
 //
 // Read at scrape time from the retry queue and the drainer:

@@ -125,7 +125,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 			LabelOutcome),
 		diverted: counter(NameDiverted, "Messages diverted to the retry queue by reason: open, probe-limit, ramp, failure, ordering, not-attempted (refused by the handler before the partner was contacted).",
 			LabelReason),
-		dead: counter(NameDeadLettered, "Messages the middleware dead-lettered by reason: permanent, malformed, max-attempts, max-age, too-large, other.",
+		dead: counter(NameDeadLettered, "Messages the middleware dead-lettered by reason: permanent, malformed, max-attempts, max-age, too-large, max-deliver, other.",
 			LabelReason),
 		transitions: counter(NameTransitions, "Breaker state transitions by from and to state.",
 			LabelFrom, LabelTo),
@@ -159,7 +159,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		m.diverted.WithLabelValues(string(r))
 	}
 	for _, r := range []string{retryqueue.DeadReasonPermanent, retryqueue.DeadReasonMalformed,
-		retryqueue.DeadReasonMaxAttempts, retryqueue.DeadReasonMaxAge, retryqueue.DeadReasonTooLarge} {
+		retryqueue.DeadReasonMaxAttempts, retryqueue.DeadReasonMaxAge, retryqueue.DeadReasonTooLarge, middleware.DeadReasonMaxDeliver} {
 		m.dead.WithLabelValues(r)
 	}
 	if err := reg.Register(m); err != nil {
@@ -309,7 +309,7 @@ func deadReason(r string) string {
 	cat, _, _ := strings.Cut(r, ":")
 	switch cat = strings.TrimSpace(cat); cat {
 	case retryqueue.DeadReasonPermanent, retryqueue.DeadReasonMalformed,
-		retryqueue.DeadReasonMaxAttempts, retryqueue.DeadReasonMaxAge, retryqueue.DeadReasonTooLarge:
+		retryqueue.DeadReasonMaxAttempts, retryqueue.DeadReasonMaxAge, retryqueue.DeadReasonTooLarge, middleware.DeadReasonMaxDeliver:
 		return cat
 	}
 	return "other"

@@ -260,6 +260,9 @@ func TestScrapeAfterTripAndRecovery(t *testing.T) {
 		{"floodgate_dead_lettered_total", []string{"reason", "malformed"}, 0},
 		{"floodgate_dead_lettered_total", []string{"reason", "max-attempts"}, 0}, // present before the first
 		{"floodgate_dead_lettered_total", []string{"reason", "max-age"}, 0},
+		{"floodgate_dead_lettered_total", []string{"reason", "too-large"}, 0},
+		{"floodgate_dead_lettered_total", []string{"reason", "max-deliver"}, 0},
+		{"floodgate_diverted_total", []string{"reason", "not-attempted"}, 0},
 		{"floodgate_nacked_total", nil, 0},
 		{"floodgate_delivery_latency_seconds", nil, 8}, // admitted calls
 		{"floodgate_retry_published_total", []string{"kind", "diverted"}, 6},

@@ -51,7 +51,13 @@
 // the outcome is durable: delivered, or confirmed by JetStream in the retry or
 // dead-letter stream. When a diversion or dead-letter publish is not confirmed
 // the handler returns an error, the router nacks, and the broker redelivers
-// the message: it is never dropped. Diversions and dead-letter publishes run
+// the message: it is never dropped. The exception is a source consumer
+// with a finite MaxDeliver (jsq's [jsq.SubscriberConfig.AllowFiniteMaxDeliver]),
+// whose broker drops a message nacked on its last delivery: there the
+// middleware dead-letters it with reason [DeadReasonMaxDeliver] instead of
+// nacking, and when even that publish fails it logs the message's stream
+// and sequence and emits Nacked with that reason ([jsq.Delivery] tells the
+// last delivery). Diversions and dead-letter publishes run
 // on their own context and timeout, never on the handler's possibly cancelled
 // one.
 //

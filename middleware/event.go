@@ -19,7 +19,9 @@ const (
 	// Nacked: the outcome could not be made durable (a diversion or
 	// dead-letter publish failed), or the message's context was done
 	// before admission (the subscriber gave up on it, or the router is
-	// closing); the router nacks and the broker redelivers.
+	// closing); the router nacks and the broker redelivers. With Reason
+	// [DeadReasonMaxDeliver] it was the last delivery its consumer allows
+	// and even the dead letter failed: the broker will not redeliver it.
 	Nacked
 	// Deferred: the breaker turned away a message the drainer handed over;
 	// it stays where it is in the backlog and comes back after the
@@ -57,7 +59,8 @@ type Event struct {
 	// [ErrNotAttempted]) or the dead-letter reason (a retryqueue
 	// DeadReason constant: "permanent", "malformed", "max-attempts",
 	// "max-age"; the detail is in Err and in the dead letter's
-	// MetaLastError); empty for Delivered.
+	// MetaLastError); empty for Delivered. [DeadReasonMaxDeliver] with
+	// DeadLettered or Nacked marks a message's last delivery.
 	Reason string
 	// Admitted is true when the breaker admitted the call and the handler ran.
 	Admitted bool

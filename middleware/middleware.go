@@ -53,7 +53,10 @@ func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
 			// passed while the message waited, or the router is closing):
 			// no partner call, nothing counted by the breaker, nothing
 			// made durable that an ignored ack would duplicate. The broker
-			// redelivers it.
+			// redelivers it, unless this is its last delivery.
+			if err, last := g.lastDelivery(msg, ev, "admit", context.Cause(ctx)); last {
+				return nil, err
+			}
 			ev.Action, ev.Err = Nacked, context.Cause(ctx)
 			g.emit(ev)
 			return nil, fmt.Errorf("floodgate: message %s: context done before admission: %w", msg.UUID, ev.Err)
@@ -221,8 +224,12 @@ func (g *guard) deadLetter(msg *message.Message, ev Event, reason string, cause 
 }
 
 // nack reports a publish that was not confirmed. The returned error makes the
-// router nack the message, so the broker redelivers it.
+// router nack the message, so the broker redelivers it; on the last
+// delivery the message is dead-lettered instead ([DeadReasonMaxDeliver]).
 func (g *guard) nack(msg *message.Message, ev Event, op string, err error) error {
+	if err, last := g.lastDelivery(msg, ev, op, err); last {
+		return err
+	}
 	g.cfg.Logger.Error("floodgate: "+op+" not confirmed, message will be redelivered", err,
 		watermill.LogFields{"message_uuid": msg.UUID})
 	ev.Action, ev.Err = Nacked, err

@@ -390,9 +390,10 @@ func (d *Drainer) burstFor(r float64) int {
 	return max(1, int(math.Ceil(r/10)))
 }
 
-// ConsumerConfig returns the durable consumer the drainer creates or updates
-// on its stream: explicit ack, deliver all, AckWait, MaxDeliver unlimited
-// (giving up is the queue's decision: MaxAttempts, MaxAge), MaxAckPending
+// ConsumerConfig returns the durable consumer the drainer creates on its
+// stream, or requires of an existing one ([jsq.CheckConsumer]): explicit
+// ack, deliver all, AckWait, MaxDeliver unlimited (giving up is the
+// queue's decision: MaxAttempts, MaxAge), MaxAckPending
 // unlimited (messages waiting out their not-before are ack-pending on the
 // server and must not stall the drain).
 func (d *Drainer) ConsumerConfig() jetstream.ConsumerConfig {
@@ -585,10 +586,13 @@ func (d *Drainer) tick(now time.Time) {
 	}
 }
 
-// Run creates or updates the durable consumer (retrying while the server is
-// unreachable or the stream missing) and drains until ctx is done. With
-// per-key ordering it first rebuilds the queue's key index from the retry
-// stream. It then waits for the handlers in flight (bounded by
+// Run creates the durable consumer if it is missing (retrying while the
+// server is unreachable or the stream missing) and drains until ctx is done.
+// It never updates an existing consumer: one that differs from
+// [Drainer.ConsumerConfig] in a field jsq compares is left unchanged, and
+// Run logs the [*jsq.ConfigMismatchError] and returns it once the handlers
+// in flight are done. With per-key ordering it first rebuilds the queue's
+// key index from the retry stream. It then waits for the handlers in flight (bounded by
 // HandlerTimeout) and their acks, and returns nil. It returns [ErrRunning]
 // if already running.
 func (d *Drainer) Run(ctx context.Context) error {
@@ -600,7 +604,12 @@ func (d *Drainer) Run(ctx context.Context) error {
 	indexed := !d.cfg.Queue.Ordered()
 	for ctx.Err() == nil {
 		if cons == nil {
-			c, err := d.cfg.JetStream.CreateOrUpdateConsumer(ctx, d.cfg.Stream, d.ConsumerConfig())
+			c, err := jsq.EnsureConsumer(ctx, d.cfg.JetStream, d.cfg.Stream, d.ConsumerConfig())
+			if errors.Is(err, jsq.ErrConfigMismatch) {
+				d.cfg.Logger.Error("retryqueue: drain consumer refused", err, watermill.LogFields{"stream": d.cfg.Stream, "consumer": d.cfg.Consumer})
+				d.handlers.Wait()
+				return err
+			}
 			if err != nil {
 				if ctx.Err() == nil {
 					d.cfg.Logger.Error("retryqueue: create drain consumer", err, watermill.LogFields{"stream": d.cfg.Stream, "consumer": d.cfg.Consumer})

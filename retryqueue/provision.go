@@ -47,6 +47,9 @@ func DeadLetterStreamConfig(topic string) jetstream.StreamConfig {
 //     limit does not fit with floodgate's metadata: it is dead-lettered
 //     with its payload in the bucket ([DeadReasonTooLarge]).
 //
+// An existing stream that differs in Subjects or Storage is refused,
+// unchanged, with a [*jsq.ConfigMismatchError] ([jsq.CheckStream]).
+//
 // A source stream that does not exist is an error. It returns an error
 // wrapping [ErrInvalidConfig] that names the field (RetryTopic,
 // DeadLetterTopic, PayloadBucket) for invalid or equal names, before
@@ -71,6 +74,9 @@ func Provision(ctx context.Context, js jetstream.JetStream, cfg Config, sources 
 			if size := effectiveMsgSize(js, got.MaxMsgSize); size < limit {
 				return fmt.Errorf("%w: stream %q has MaxMsgSize %d, below %s (%d bytes); want >= it, or -1 for the server's max_payload",
 					ErrStreamConfig, got.Name, got.MaxMsgSize, from, limit)
+			}
+			if err := jsq.CheckStream(got, sc); err != nil {
+				return err
 			}
 			continue
 		}
