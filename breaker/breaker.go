@@ -12,10 +12,6 @@ import (
 )
 
 const (
-	stateMask = 3
-	warmBit   = 4
-	genShift  = 3
-
 	noTime         = math.MinInt64
 	unknownLatency = time.Duration(-1)
 )
@@ -25,64 +21,106 @@ const (
 // zero value is not usable. All methods are safe for concurrent use.
 type Breaker struct {
 	// Read on the fast paths; written only under mu.
-	word      atomic.Uint64 // gen<<genShift | warmBit | state
-	openUntil atomic.Int64  // ns since epoch; MaxInt64 while held open
-	curEpoch  atomic.Int64  // time-based window: current bucket epoch
+	per       atomic.Pointer[period]
+	openUntil atomic.Int64 // ns since epoch; MaxInt64 while held open
+	curEpoch  atomic.Int64 // time-based window: current bucket epoch
 	stale     atomic.Uint64
 
 	// fleet is the [Fleet] the breaker joined, or nil (fleet.go). Read
 	// only outside the closed path. [fleet hook]
 	fleet atomic.Pointer[Fleet]
 
+	slots slotTable // closed-state permits (slots.go)
+
 	// Immutable after New.
-	slots       *slotTable
 	cfg         Config
 	slowNs      time.Duration
 	closedTimed bool
 	timeWindow  bool
 	wall        bool
-	clock       Clock
-	tclock      TimerClock
+	tclock      TimerClock // cfg.Clock, if it has timers
 	epoch       time.Time
 	seed        uint64
 	classifier  func(error) Outcome
+
+	mu            sync.Mutex
+	state         State
+	gen           uint64
+	forced        bool
+	stopped       bool
+	dispatching   bool
+	trips         int
+	lifetimeTrips uint64
+	window        time.Duration
+	step          time.Duration
+	openUntilNs   int64
+
+	cw          closedWindow
+	windowStart uint64 // outcomesLocked() - uncounted when the period began
+	uncounted   uint64 // stale and neutral outcomes released through slots
+	sumCache    uint64 // slots.sum() at the last full sum, plus locked releases since
+	sumDirty    bool   // the lock-free path may have released since the last full sum
+
+	listeners    []listener
+	nextListener uint64
+	pending      []Transition
+
+	// The state of open and half-open, allocated when the breaker first
+	// leaves closed (recoveryLocked), so an idle closed breaker stays small.
+	// Its fields are promoted; nil until then.
+	*recovery
+}
+
+// period is the published view of one generation, read by the lock-free
+// paths; publishLocked stores a new one when the generation changes.
+type period struct {
+	gen   uint64
+	state State
+	warm  atomic.Bool // closed, and the window holds MinimumCalls
+}
+
+// recovery holds what only open and half-open need. Guarded by mu; the
+// rejection errors are read without it, after loading a period that is not
+// closed (published after recoveryLocked).
+type recovery struct {
 	errOpen     *RejectedError
 	errProbe    *RejectedError
 	errThrottle *RejectedError
 	ctx         context.Context
 	cancel      context.CancelFunc
 
-	mu            sync.Mutex
-	state         State
-	gen           uint64
-	forced        bool
-	trips         int
-	lifetimeTrips uint64
-	window        time.Duration
-	step          time.Duration
-	openUntilNs   int64
-	hcHold        bool
-	hcRunning     bool
-	hcNext        int64
-
-	cw          closedWindow
-	windowStart uint64 // outcomesLocked() - uncounted when the period began
-	uncounted   uint64 // stale and neutral outcomes released through slots
-	sumLast     uint64 // last slots.sum(), modulo 2^47
-	outcomes    uint64 // outcomes released through slots, accumulated
+	hcHold    bool
+	hcRunning bool
+	hcNext    int64
 
 	ho  halfOpen
 	led ledger
 
-	listeners    []listener
-	nextListener uint64
-	pending      []Transition
-	dispatching  bool
-
 	timer    Timer
 	timerAt  int64
 	timerSeq uint64
-	stopped  bool
+}
+
+var defaultRampSteps = DefaultRampSteps()
+
+// recoveryLocked allocates the breaker's recovery state if it has none.
+// Requires mu held; call it before anything that may leave closed.
+func (b *Breaker) recoveryLocked() {
+	if b.recovery != nil {
+		return
+	}
+	r := &recovery{
+		errOpen:     newRejectedError(b.cfg.Name, StateOpen, ErrOpen),
+		errProbe:    newRejectedError(b.cfg.Name, StateHalfOpen, ErrProbeLimit),
+		errThrottle: newRejectedError(b.cfg.Name, StateHalfOpen, ErrThrottled),
+		led:         newLedger(),
+		timerAt:     noTime,
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	if b.stopped {
+		r.cancel()
+	}
+	b.recovery = r
 }
 
 type listener struct {
@@ -93,36 +131,32 @@ type listener struct {
 // New returns a closed breaker. It returns an error wrapping
 // [ErrInvalidConfig] ("invalid config: …") when cfg is invalid.
 func New(cfg Config) (*Breaker, error) {
+	if cfg.RampSteps == nil {
+		cfg.RampSteps = defaultRampSteps // shared: never modified, Config clones it
+	} else {
+		cfg.RampSteps = slices.Clone(cfg.RampSteps)
+	}
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
-	cfg.RampSteps = slices.Clone(cfg.RampSteps)
 	b := &Breaker{
 		cfg:         cfg,
-		slots:       newSlotTable(),
 		slowNs:      cfg.SlowCallDuration,
 		timeWindow:  cfg.WindowDuration > 0,
 		closedTimed: cfg.WindowDuration > 0 || cfg.SlowCallRateThreshold > 0,
 		seed:        cfg.Seed,
 		classifier:  cfg.Classifier,
-		timerAt:     noTime,
-		led:         newLedger(),
 	}
 	if cfg.Clock == nil {
-		b.clock, b.tclock, b.wall = wallClock{}, wallClock{}, true
+		b.cfg.Clock, b.tclock, b.wall = wallClock{}, wallClock{}, true
 	} else {
-		b.clock = cfg.Clock
 		b.tclock, _ = cfg.Clock.(TimerClock)
 	}
 	if b.seed == 0 {
 		b.seed = rand.Uint64()
 	}
-	b.epoch = b.clock.Now()
-	b.errOpen = newRejectedError(cfg.Name, StateOpen, ErrOpen)
-	b.errProbe = newRejectedError(cfg.Name, StateHalfOpen, ErrProbeLimit)
-	b.errThrottle = newRejectedError(cfg.Name, StateHalfOpen, ErrThrottled)
-	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.epoch = b.cfg.Clock.Now()
 	b.cw = newClosedWindow(&cfg)
 	b.cw.reset(0)
 	b.curEpoch.Store(b.cw.cur)
@@ -139,7 +173,6 @@ func (b *Breaker) Name() string { return b.cfg.Name }
 func (b *Breaker) Config() Config {
 	c := b.cfg
 	c.RampSteps = slices.Clone(c.RampSteps)
-	c.Clock = b.clock
 	return c
 }
 
@@ -147,20 +180,29 @@ func (b *Breaker) nowNs() int64 {
 	if b.wall {
 		return int64(time.Since(b.epoch))
 	}
-	return int64(b.clock.Now().Sub(b.epoch))
+	return int64(b.cfg.Clock.Now().Sub(b.epoch))
 }
 
 func (b *Breaker) ns(t time.Time) int64 { return int64(t.Sub(b.epoch)) }
 
 func (b *Breaker) at(ns int64) time.Time { return b.epoch.Add(time.Duration(ns)) }
 
-// publishLocked stores the fast-path word. Requires mu held (or New).
+// publishLocked publishes the state and warmth for the lock-free paths: a
+// new period when the generation changed, else the current one's warmth.
+// Requires mu held (or New).
 func (b *Breaker) publishLocked(warm bool) {
-	w := b.gen<<genShift | uint64(b.state)
-	if warm && b.state == StateClosed {
-		w |= warmBit
+	warm = warm && b.state == StateClosed
+	p := b.per.Load()
+	if p != nil && p.warm.Load() {
+		b.sumDirty = true // a report that saw it warm may release later
 	}
-	b.word.Store(w)
+	if p != nil && p.gen == b.gen && p.state == b.state {
+		p.warm.Store(warm)
+		return
+	}
+	p = &period{gen: b.gen, state: b.state}
+	p.warm.Store(warm)
+	b.per.Store(p)
 }
 
 // Allow asks to make one call now (by the breaker's clock). It returns a
@@ -172,13 +214,12 @@ func (b *Breaker) publishLocked(warm bool) {
 // clock only when latency or time matters there (SlowCallRateThreshold > 0
 // or a time-based window).
 func (b *Breaker) Allow() (Permit, error) {
-	w := b.word.Load()
-	if w&stateMask == uint64(StateClosed) {
+	if per := b.per.Load(); per.state == StateClosed {
 		start := int64(noTime)
 		if b.closedTimed {
 			start = b.nowNs()
 		}
-		return b.closedPermit(w, start), nil
+		return b.closedPermit(per.gen, start), nil
 	}
 	return b.allowSlow(b.nowNs())
 }
@@ -187,14 +228,14 @@ func (b *Breaker) Allow() (Permit, error) {
 // breaker's clock (or is replaying). The permit's latency is measured from
 // now.
 func (b *Breaker) AllowAt(now time.Time) (Permit, error) {
-	if w := b.word.Load(); w&stateMask == uint64(StateClosed) {
-		return b.closedPermit(w, b.ns(now)), nil
+	if per := b.per.Load(); per.state == StateClosed {
+		return b.closedPermit(per.gen, b.ns(now)), nil
 	}
 	return b.allowSlow(b.ns(now))
 }
 
 func (b *Breaker) allowSlow(now int64) (Permit, error) {
-	if w := b.word.Load(); w&stateMask == uint64(StateOpen) && now < b.openUntil.Load() {
+	if b.per.Load().state == StateOpen && now < b.openUntil.Load() {
 		return Permit{}, b.errOpen
 	}
 	if f := b.fleet.Load(); f != nil { // [fleet hook] probes take a fleet-wide slot
@@ -208,7 +249,7 @@ func (b *Breaker) allowSlow(now int64) (Permit, error) {
 	var err error
 	switch b.state {
 	case StateClosed:
-		p = b.closedPermit(b.word.Load(), now)
+		p = b.closedPermit(b.gen, now)
 	case StateOpen:
 		err = b.errOpen
 	default:
@@ -223,7 +264,7 @@ func (b *Breaker) allowSlow(now int64) (Permit, error) {
 // window ended reports half-open (and becomes so), an expired probe may
 // reopen it.
 func (b *Breaker) State() State {
-	if b.word.Load()&stateMask == uint64(StateClosed) {
+	if b.per.Load().state == StateClosed {
 		return StateClosed
 	}
 	return b.stateAt(b.nowNs())
@@ -231,7 +272,7 @@ func (b *Breaker) State() State {
 
 // StateAt is [Breaker.State] at time now.
 func (b *Breaker) StateAt(now time.Time) State {
-	if b.word.Load()&stateMask == uint64(StateClosed) {
+	if b.per.Load().state == StateClosed {
 		return StateClosed
 	}
 	return b.stateAt(b.ns(now))
@@ -248,7 +289,7 @@ func (b *Breaker) stateAt(now int64) State {
 
 // Snapshot returns a consistent view of the breaker now (evaluating time
 // like [Breaker.State]).
-func (b *Breaker) Snapshot() Snapshot { return b.SnapshotAt(b.clock.Now()) }
+func (b *Breaker) Snapshot() Snapshot { return b.SnapshotAt(b.cfg.Clock.Now()) }
 
 // SnapshotAt is [Breaker.Snapshot] at time t.
 func (b *Breaker) SnapshotAt(t time.Time) Snapshot {
@@ -431,19 +472,23 @@ func (b *Breaker) Reset() {
 // keeps working, evaluating time lazily on calls (as with a plain Clock).
 func (b *Breaker) Stop() {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	b.stopped = true
+	if b.recovery == nil {
+		return
+	}
 	if b.timer != nil {
 		b.timer.Stop()
 		b.timer = nil
 	}
 	b.timerAt = noTime
-	b.mu.Unlock()
 	b.cancel()
 }
 
 // ---- transitions (all require mu held) ----
 
 func (b *Breaker) enterLocked(to State, now int64, reason string, window time.Duration) {
+	b.recoveryLocked()
 	from := b.state
 	var period uint64
 	if from == StateHalfOpen {
@@ -483,16 +528,20 @@ func (b *Breaker) startClosedLocked(now int64) {
 }
 
 // outcomesLocked returns the number of outcomes ever released through the
-// slot table (and slotless permits). Requires mu held.
+// slot table, modulo 2^64. It sums the table only when the lock-free path
+// may have released slots since the last sum (the window was warm); locked
+// releases are counted as they happen. Requires mu held.
 func (b *Breaker) outcomesLocked() uint64 {
-	cur := b.slots.sum()
-	b.outcomes += (cur - b.sumLast) & slotCountMod
-	b.sumLast = cur
-	return b.outcomes + b.slots.extra.Load()
+	if b.sumDirty || b.per.Load().warm.Load() {
+		b.sumCache = b.slots.sum()
+		b.sumDirty = false
+	}
+	return b.sumCache
 }
 
 // tripLocked opens the breaker with the next window of the ladder.
 func (b *Breaker) tripLocked(now int64, reason string) {
+	b.recoveryLocked()
 	b.trips++
 	b.lifetimeTrips++
 	b.step = b.cfg.step(b.trips)
@@ -511,6 +560,7 @@ func (b *Breaker) closeLocked(now int64, reason string) {
 }
 
 func (b *Breaker) enterHalfOpenLocked(now int64, reason string) {
+	b.recoveryLocked()
 	b.hcHold = false
 	b.enterLocked(StateHalfOpen, now, reason, 0)
 }
@@ -577,7 +627,7 @@ func (b *Breaker) nextDeadlineLocked() int64 {
 // armLocked makes sure a timer fires at the next deadline (when the clock
 // has timers). A timer already set earlier is kept; it re-arms when it fires.
 func (b *Breaker) armLocked(now int64) {
-	if b.tclock == nil || b.stopped {
+	if b.tclock == nil || b.stopped || b.recovery == nil {
 		return
 	}
 	d := b.nextDeadlineLocked()

@@ -836,7 +836,7 @@ func (f *Fleet) countGood(epoch uint64) bool {
 		if r.State != StateHalfOpen || r.Epoch != epoch || !r.RampStart.IsZero() {
 			return true // from an earlier period, or the probes already passed
 		}
-		now := b.clock.Now()
+		now := b.cfg.Clock.Now()
 		next := r
 		next.Successes++
 		next.By, next.UpdatedAt = f.cfg.Replica, now
@@ -884,6 +884,7 @@ func (f *Fleet) applyLatest() {
 func (b *Breaker) applyShared(r SharedState) {
 	now := b.nowNs()
 	b.mu.Lock()
+	b.recoveryLocked()
 	reason := fleetReasonPrefix + r.Reason
 	switch r.State {
 	case StateOpen:

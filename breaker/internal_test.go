@@ -9,25 +9,27 @@ type fixedClock struct{ t time.Time }
 
 func (c *fixedClock) Now() time.Time { return c.t }
 
-// TestSlotCountWrap: slot counts overflow their 47 bits without disturbing
-// the breaker's count of outcomes.
+// TestSlotCountWrap: the sum of the slot counts wraps around 2^64 without
+// disturbing the breaker's count of outcomes.
 func TestSlotCountWrap(t *testing.T) {
 	clk := &fixedClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
 	b, err := New(Config{Clock: clk, WindowSize: 4, MinimumCalls: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// every stripe's first slot (the one serial calls reuse) is 5 short of
-	// overflowing, and one unused slot brings the sum 3 short of 2^47
-	const near = slotCountMod - 4
-	for i := range b.slots.local {
-		b.slots.local[i].w[0].Store(near << 1)
+	p, _ := b.AllowAt(clk.t) // installs the table; serial calls reuse this slot
+	p.DoneAt(clk.t, nil)
+	// four idle slots bring the sum 3 short of wrapping
+	st := &b.slots.idx.Load().home[0]
+	for i := 1; i <= 4; i++ {
+		st[i].w.Store((1<<62 - 1) << 1)
 	}
-	rest := (slotCountMod - 2 - uint64(len(b.slots.local))*near) & slotCountMod
-	b.slots.local[0].w[slotsPerStripe-1].Store(rest << 1)
 	b.mu.Lock()
 	base := b.outcomesLocked()
 	b.mu.Unlock()
+	if base < 1<<63 {
+		t.Fatalf("sum %d not near the wrap", base)
+	}
 	for range 10 {
 		p, err := b.AllowAt(clk.t)
 		if err != nil {
@@ -41,20 +43,29 @@ func TestSlotCountWrap(t *testing.T) {
 	if got != 10 {
 		t.Fatalf("counted %d outcomes across the wrap, want 10", got)
 	}
-	if s := b.SnapshotAt(clk.t); s.State != StateClosed {
+	if s := b.SnapshotAt(clk.t); s.State != StateClosed || s.Calls != 4 {
 		t.Fatalf("%+v", s)
 	}
 }
 
-// TestSlotTableGrows: more permits in flight than the first chunk holds get
-// slots from new chunks, and each counts exactly once.
+// slotCount returns the number of slots in b's table.
+func slotCount(b *Breaker) int {
+	ix := b.slots.idx.Load()
+	if ix == nil {
+		return 0
+	}
+	return (len(ix.home) + len(ix.spill)) * slotsPerStripe
+}
+
+// TestSlotTableGrows: 10,000 permits in flight each get a slot, and the
+// table stays within about twice what they need.
 func TestSlotTableGrows(t *testing.T) {
 	clk := &fixedClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
 	b, err := New(Config{Clock: clk, WindowSize: 1 << 20, MinimumCalls: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := len(b.slots.local)*slotsPerStripe*3 + 5
+	const n = 10_000
 	ps := make([]Permit, n)
 	for i := range ps {
 		ps[i], _ = b.AllowAt(clk.t)
@@ -62,12 +73,34 @@ func TestSlotTableGrows(t *testing.T) {
 			t.Fatalf("permit %d has no slot", i)
 		}
 	}
+	if got := slotCount(b); got < n || got > 2*n+64 {
+		t.Fatalf("%d slots for %d in flight", got, n)
+	}
 	for _, p := range ps {
-		p.DoneAt(clk.t, nil)
 		p.DoneAt(clk.t, nil)
 	}
 	if s := b.SnapshotAt(clk.t); s.Calls != n {
 		t.Fatalf("calls %d, want %d", s.Calls, n)
+	}
+}
+
+// TestIdleTableIsSmall: a breaker used by one goroutine at a time keeps a
+// table of one stripe.
+func TestIdleTableIsSmall(t *testing.T) {
+	clk := &fixedClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	b, err := New(Config{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := slotCount(b); got != 0 {
+		t.Fatalf("new breaker has %d slots", got)
+	}
+	for range 1000 {
+		p, _ := b.AllowAt(clk.t)
+		p.DoneAt(clk.t, nil)
+	}
+	if got := slotCount(b); got != slotsPerStripe {
+		t.Fatalf("serial use grew the table to %d slots", got)
 	}
 }
 
@@ -128,5 +161,33 @@ func TestClosedPathAllocs(t *testing.T) {
 	}
 	if s := b.SnapshotAt(clk.t); s.State != StateClosed || s.Calls != b.cfg.WindowSize {
 		t.Fatalf("%+v", s)
+	}
+}
+
+// TestInFlightAllocs: with 10,000 permits in flight, admitting and
+// recording still does not allocate (the table grew once, beforehand).
+func TestInFlightAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector allocates")
+	}
+	clk := &fixedClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+	b, err := New(Config{Clock: clk, SlowCallRateThreshold: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := make([]Permit, 10_000)
+	for i := range held {
+		held[i], _ = b.AllowAt(clk.t)
+	}
+	later := clk.t.Add(time.Millisecond)
+	f := func() { p, _ := b.AllowAt(clk.t); p.DoneAt(later, nil) }
+	if n := testing.AllocsPerRun(1000, f); n != 0 {
+		t.Errorf("%v allocs per call", n)
+	}
+	if s := b.SnapshotAt(clk.t); s.Calls != b.cfg.WindowSize {
+		t.Fatalf("%+v", s)
+	}
+	for _, p := range held {
+		p.DoneAt(later, nil)
 	}
 }

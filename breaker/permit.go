@@ -2,7 +2,6 @@ package breaker
 
 import (
 	"fmt"
-	"sync/atomic"
 	"time"
 )
 
@@ -12,15 +11,16 @@ const probeFlag = 1 << 63
 // Permit is the admission of one call by [Breaker.Allow]. Report the call's
 // outcome once with Done, DoneAt, Record, RecordAt or Cancel. A Permit is a
 // small value: it is returned and copied by value and reporting does not
-// allocate. Reporting a permit a second time is ignored. A result reported
-// after the breaker changed state (a new generation) is discarded and counted
-// as stale. The zero Permit (returned with a rejection) ignores reports.
+// allocate. Reporting a permit a second time is ignored, however many
+// permits are in flight. A result reported after the breaker changed state
+// (a new generation, compared on all 64 bits) is discarded and counted as
+// stale. The zero Permit (returned with a rejection) ignores reports.
 type Permit struct {
 	// Four fields, so the compiler keeps a Permit in registers.
 	b     *Breaker
-	slot  *atomic.Uint64 // closed: the permit's slot (nil if the table was full)
-	tag   uint64         // closed: expected slot word; half-open: probeFlag | ledger id
-	start int64          // admission time, ns since the breaker's epoch, or noTime
+	slot  *slot  // closed: the permit's slot (slots.go); nil for a probe
+	tag   uint64 // closed: expected slot word; half-open: probeFlag | ledger id
+	start int64  // admission time, ns since the breaker's epoch, or noTime
 }
 
 // IsProbe reports whether the call was admitted in the half-open state, as a
@@ -93,13 +93,9 @@ func (p Permit) RecordAt(now time.Time, o Outcome, latency time.Duration) {
 // with Done.
 func (p Permit) Cancel() { p.Record(OutcomeNeutral, 0) }
 
-// closedPermit admits a closed-state call in the generation of state word w.
-func (b *Breaker) closedPermit(w uint64, start int64) Permit {
-	gen := w >> genShift
+// closedPermit admits a closed-state call in generation gen.
+func (b *Breaker) closedPermit(gen uint64, start int64) Permit {
 	s, tag := b.slots.claim(gen)
-	if s == nil {
-		tag = slotWord(0, gen)
-	}
 	return Permit{b: b, slot: s, tag: tag, start: start}
 }
 
@@ -117,17 +113,17 @@ func (b *Breaker) classify(err error) Outcome {
 // once the window holds MinimumCalls, only releases the permit's slot (no
 // lock, no read-modify-write). Everything else takes the locked path.
 func (b *Breaker) report(p Permit, now int64, o Outcome, lat time.Duration) {
-	if p.slot != nil && o == OutcomeSuccess && lat <= b.slowNs {
-		w := b.word.Load()
-		if (w>>genShift)&slotGenMask == p.tag>>slotGenShift && w&warmBit != 0 &&
+	if s := p.slot; s != nil && o == OutcomeSuccess && lat <= b.slowNs {
+		// A sequential second report finds the word changed and is ignored.
+		// Two reports of one permit racing each other store the same word;
+		// only if they also race a new claim of the slot can one success go
+		// uncounted.
+		if s.w.Load() != p.tag {
+			return
+		}
+		if per := b.per.Load(); per.warm.Load() && per.gen == s.gen.Load() &&
 			(!b.timeWindow || floorDiv(now, b.cw.width) == b.curEpoch.Load()) {
-			// A sequential second report finds the word changed and is
-			// ignored. Two reports of one permit racing each other store the
-			// same word; only if they also race a new claim of the slot can
-			// one success go uncounted.
-			if p.slot.Load() == p.tag {
-				storeRelease(p.slot, p.tag+1)
-			}
+			storeRelease(&s.w, p.tag+1)
 			return
 		}
 	}
@@ -152,13 +148,13 @@ func (b *Breaker) reportSlow(p Permit, now int64, o Outcome, lat time.Duration) 
 }
 
 // release frees a closed permit's slot, counting one outcome; false means
-// the permit was already reported.
+// the permit was already reported. Requires mu held.
 func (b *Breaker) release(p Permit) bool {
-	if p.slot == nil {
-		b.slots.extra.Add(1)
-		return true
+	if !p.slot.w.CompareAndSwap(p.tag, p.tag+1) {
+		return false
 	}
-	return p.slot.CompareAndSwap(p.tag, p.tag+1)
+	b.sumCache++
+	return true
 }
 
 // periodTotalLocked is the number of outcomes counted in the current closed
@@ -172,7 +168,12 @@ func (b *Breaker) rotateLocked(now, total int64) {
 }
 
 func (b *Breaker) reportClosedLocked(p Permit, now int64, o Outcome, lat time.Duration) {
-	if b.state != StateClosed || b.gen&slotGenMask != p.tag>>slotGenShift {
+	if p.slot.w.Load() != p.tag {
+		return // reported already
+	}
+	// The slot is the permit's while its word is the tag (it never repeats),
+	// so gen is the permit's unless release fails below.
+	if b.state != StateClosed || p.slot.gen.Load() != b.gen {
 		if b.release(p) {
 			b.uncounted++
 			b.stale.Add(1)
@@ -219,7 +220,7 @@ func (b *Breaker) evaluateClosedLocked(now, total int64) {
 			}
 		}
 	}
-	if warm != (b.word.Load()&warmBit != 0) {
+	if warm != b.per.Load().warm.Load() {
 		b.publishLocked(warm)
 	}
 }

@@ -2,6 +2,6 @@
 
 package breaker
 
-// raceEnabled is true under the race detector, where every atomic load is
-// instrumented: the slot table then keeps fewer stripes to sum.
+// raceEnabled is true under the race detector, which allocates on paths
+// that otherwise do not (the allocation tests skip then).
 const raceEnabled = true

@@ -4,5 +4,5 @@ package breaker
 
 import "sync/atomic"
 
-// storeRelease frees a slot on the closed fast path (see release_fast.go).
+// storeRelease writes a word of a slot the caller holds (see release_fast.go).
 func storeRelease(s *atomic.Uint64, v uint64) { s.Store(v) }

@@ -44,8 +44,7 @@ func newClosedWindow(c *Config) closedWindow {
 		w.width = int64(c.WindowDuration) / int64(c.WindowBuckets)
 		w.buckets = make([]bucket, c.WindowBuckets)
 	} else {
-		w.size = int64(c.WindowSize)
-		w.log = make([]logEntry, c.WindowSize)
+		w.size = int64(c.WindowSize) // the log is allocated at the first failure or slow call
 	}
 	return w
 }
@@ -113,6 +112,9 @@ func (w *closedWindow) add(pos int64, fail, slow bool) {
 		return
 	}
 	if w.size > 0 {
+		if w.log == nil {
+			w.log = make([]logEntry, w.size)
+		}
 		w.expire(pos)
 		if w.n == len(w.log) { // cannot happen: entries expire after size positions
 			w.pop()
