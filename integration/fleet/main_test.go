@@ -53,7 +53,7 @@ func TestMain(m *testing.M) {
 
 // env is one test's streams, bucket and connection.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	pub      *jsq.Publisher
@@ -72,7 +72,7 @@ var nameSeq int
 
 // newEnv creates the test's work, retry and dead-letter streams and the KV
 // bucket with 3 replicas each (the production settings of docs/fleet.md).
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	nameSeq++
 	e := &env{t: t, topic: fmt.Sprintf("work%d", nameSeq), consumer: "workers",
@@ -175,6 +175,24 @@ func (e *env) shared() (breaker.SharedState, error) {
 	defer cancel()
 	st, _, err := e.kv.Load(ctx, breakerName)
 	return st, err
+}
+
+// stored returns how many messages stream has ever stored (its last
+// sequence): unlike its message count, it only grows, so a drain that
+// empties the stream again does not hide that it took something.
+func (e *env) stored(stream string) uint64 {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := e.js.Stream(ctx, stream)
+	if err != nil {
+		return 0
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 0
+	}
+	return info.State.LastSeq
 }
 
 // streamMessages returns the UUIDs of the messages in stream, with the
@@ -410,6 +428,19 @@ func (r *replica) unmarkedProbes() int {
 	return r.unmarked
 }
 
+// entered returns how many times the replica's breaker went to st.
+func (r *replica) entered(st breaker.State) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, tr := range r.trans {
+		if tr.to == st {
+			n++
+		}
+	}
+	return n
+}
+
 func (r *replica) opened() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -430,7 +461,7 @@ func (r *replica) sigkill() {
 }
 
 // eventually polls cond every 20 ms until it holds, failing after timeout.
-func eventually(t *testing.T, timeout time.Duration, cond func() bool, msg string, args ...any) {
+func eventually(t testing.TB, timeout time.Duration, cond func() bool, msg string, args ...any) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
