@@ -171,7 +171,7 @@ func (e *env) trickle() (stop func()) {
 }
 
 func (e *env) shared() (breaker.SharedState, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, _, err := e.kv.Load(ctx, breakerName)
 	return st, err
@@ -198,16 +198,31 @@ func (e *env) stored(stream string) uint64 {
 // streamMessages returns the UUIDs of the messages in stream, with the
 // value of header key (empty when key is empty or missing). It reads them
 // one by one by sequence (a work-queue stream with 3 replicas takes no
-// consumer besides the replicas' own).
+// consumer besides the replicas' own). Each request has its own timeout
+// and a timed-out one is retried, so a loaded machine makes the read
+// slower, not failed; after two minutes it gives up.
 func (e *env) streamMessages(stream, key string) (map[string]string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := e.js.Stream(ctx, stream)
-	if err != nil {
-		return nil, err
+	giveUp := time.Now().Add(2 * time.Minute)
+	// call runs op with a fresh 10 s timeout, again while it times out.
+	call := func(op func(ctx context.Context) error) error {
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := op(ctx)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) || time.Now().After(giveUp) {
+				return err
+			}
+		}
 	}
-	info, err := s.Info(ctx)
-	if err != nil {
+	var s jetstream.Stream
+	var info *jetstream.StreamInfo
+	if err := call(func(ctx context.Context) (err error) {
+		if s, err = e.js.Stream(ctx, stream); err != nil {
+			return err
+		}
+		info, err = s.Info(ctx)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	out := map[string]string{}
@@ -219,7 +234,7 @@ func (e *env) streamMessages(stream, key string) (map[string]string, error) {
 	last := info.State.LastSeq
 	for seq := info.State.FirstSeq; ; seq++ {
 		if seq > last {
-			if info, err = s.Info(ctx); err != nil {
+			if err := call(func(ctx context.Context) (err error) { info, err = s.Info(ctx); return err }); err != nil {
 				return nil, err
 			}
 			if seq > info.State.LastSeq {
@@ -227,7 +242,8 @@ func (e *env) streamMessages(stream, key string) (map[string]string, error) {
 			}
 			last = info.State.LastSeq
 		}
-		m, err := s.GetMsg(ctx, seq)
+		var m *jetstream.RawStreamMsg
+		err := call(func(ctx context.Context) (err error) { m, err = s.GetMsg(ctx, seq); return err })
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue // acked off the work queue: moved downstream
 		}
