@@ -216,7 +216,7 @@ func startConsumer(ctx context.Context, cfg consumerConfig) (*consumer, error) {
 	if cfg.Ordered {
 		qcfg.OrderingKey = func(m *message.Message) string { return m.Metadata.Get("key") }
 	}
-	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+	pctx, pcancel := context.WithTimeout(ctx, time.Minute)
 	defer pcancel()
 	for {
 		if err = retryqueue.Provision(pctx, js, qcfg); err == nil {
@@ -323,7 +323,7 @@ func startConsumer(ctx context.Context, cfg consumerConfig) (*consumer, error) {
 	go func() { defer c.done.Done(); _ = drainer.Run(rctx) }()
 	select {
 	case <-c.router.Running():
-	case <-time.After(15 * time.Second):
+	case <-time.After(time.Minute):
 		cancel()
 		return nil, errors.New("router did not start")
 	}

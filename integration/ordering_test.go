@@ -23,7 +23,7 @@ func TestPerKeyOrderingThroughOutage(t *testing.T) {
 	natstest.DeleteStreams(t, js, tp.Source, tp.Retry, tp.Dead)
 	p := newPartner(t)
 	p.setCapacity(80)
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c, err := startConsumer(ctx, consumerConfig{NATSURL: url, PartnerURL: p.srv.URL, Topics: tp, Ordered: true})
 	if err != nil {
@@ -43,7 +43,7 @@ func TestPerKeyOrderingThroughOutage(t *testing.T) {
 	stop()
 	<-done
 	ids := prod.published()
-	natstest.Eventually(t, 20*time.Second, func() bool { _, _, lost := p.tally(ids); return lost == 0 }, "all delivered")
+	natstest.Eventually(t, 2*time.Minute, func() bool { _, _, lost := p.tally(ids); return lost == 0 }, "all delivered")
 
 	// Each id is "<topic>-<n>" with key k(n mod 5); first deliveries per
 	// key must have increasing n.

@@ -38,7 +38,7 @@ func TestReplayCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	qcfg := retryqueue.Config{Publisher: pub, RetryTopic: tp.Retry, DeadLetterTopic: tp.Dead}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if err := retryqueue.Provision(ctx, js, qcfg); err != nil {
 		t.Fatal(err)

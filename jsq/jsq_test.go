@@ -290,13 +290,11 @@ func TestConcurrencyNoPrefetch(t *testing.T) {
 func TestPublisherErrors(t *testing.T) {
 	e := setup(t)
 	missing := natstest.Name(t, "missing")
-	start := time.Now()
+	// No stream answers at once (no responders): the error says so, where
+	// a publish that waited for its timeout would say it timed out.
 	err := e.pub.PublishContext(ctx(t), missing, message.NewMessage("x", nil))
 	if err == nil || !errors.Is(err, jetstream.ErrNoStreamResponse) {
 		t.Fatalf("publish to missing stream: err = %v, want ErrNoStreamResponse", err)
-	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Fatalf("publish to missing stream took %s", d)
 	}
 	if err := e.pub.Publish("a.b", message.NewMessage("x", nil)); !errors.Is(err, jsq.ErrInvalidTopic) {
 		t.Fatalf("topic with '.': err = %v, want ErrInvalidTopic", err)

@@ -38,12 +38,16 @@ func TestStateCompareAndSwap(t *testing.T) {
 	if err != nil || rev != 0 || st.State != breaker.StateClosed {
 		t.Fatalf("Load of a new name = %v, %d, %v; want closed, 0, nil", st, rev, err)
 	}
-	updates := make(chan breaker.SharedState, 10)
+	type update struct {
+		st  breaker.SharedState
+		rev uint64
+	}
+	updates := make(chan update, 10)
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
-	if err := s.Watch(wctx, "partner", func(st breaker.SharedState, _ uint64, err error) {
+	if err := s.Watch(wctx, "partner", func(st breaker.SharedState, rev uint64, err error) {
 		if err == nil {
-			updates <- st
+			updates <- update{st, rev}
 		}
 	}); err != nil {
 		t.Fatal(err)
@@ -70,14 +74,24 @@ func TestStateCompareAndSwap(t *testing.T) {
 	if err != nil || rev != rev2 || got.State != breaker.StateHalfOpen || got.Epoch != 2 || got.By != "a" {
 		t.Fatalf("Load = %+v, %d, %v; want half-open epoch 2 at %d", got, rev, err, rev2)
 	}
-	for i, want := range []breaker.SharedState{open, half} {
+	// A KV watch may start at the latest revision, so it may skip the
+	// open one: every update it delivers is a state written at that
+	// revision, in increasing revision order, and it reaches the latest.
+	written := map[uint64]breaker.SharedState{rev1: open, rev2: half}
+	var seen uint64
+	for seen != rev2 {
 		select {
 		case u := <-updates:
-			if u.State != want.State || u.Epoch != want.Epoch || !u.OpenUntil.Equal(want.OpenUntil) {
-				t.Fatalf("watch update %d = %+v, want %+v", i, u, want)
+			want, ok := written[u.rev]
+			if !ok || u.rev <= seen {
+				t.Fatalf("watch delivered revision %d after %d; want one of %d, %d, increasing", u.rev, seen, rev1, rev2)
 			}
-		case <-time.After(5 * time.Second):
-			t.Fatalf("watch update %d not delivered", i)
+			if u.st.State != want.State || u.st.Epoch != want.Epoch || !u.st.OpenUntil.Equal(want.OpenUntil) {
+				t.Fatalf("watch update at revision %d = %+v, want %+v", u.rev, u.st, want)
+			}
+			seen = u.rev
+		case <-time.After(30 * time.Second):
+			t.Fatalf("watch never delivered the latest revision %d (last seen %d)", rev2, seen)
 		}
 	}
 	names, err := s.Names(ctx)
@@ -121,7 +135,7 @@ func TestProbeLeases(t *testing.T) {
 	// within its TTL (1s), plus the server's expiry tick.
 	start := time.Now()
 	var d breaker.ProbeLease
-	natstest.Eventually(t, 5*time.Second, func() bool {
+	natstest.Eventually(t, 30*time.Second, func() bool {
 		d, err = s.AcquireProbe(ctx, "partner", 2, 10*time.Second, "d")
 		return err == nil
 	}, "slot of an unreleased 1s lease never freed: %v", err)
@@ -187,12 +201,12 @@ func TestFleetOnKV(t *testing.T) {
 		p.Done(errors.New("boom"))
 	}
 	start := time.Now()
-	natstest.Eventually(t, 3*time.Second, func() bool {
+	natstest.Eventually(t, 30*time.Second, func() bool {
 		return bs[1].State() != breaker.StateClosed && bs[2].State() != breaker.StateClosed
 	}, "trip not propagated")
 	t.Logf("trip propagated in %v", time.Since(start))
 	// Half-open: one probe in flight fleet-wide.
-	natstest.Eventually(t, 3*time.Second, func() bool {
+	natstest.Eventually(t, 30*time.Second, func() bool {
 		for _, b := range bs {
 			if b.State() != breaker.StateHalfOpen {
 				return false
@@ -201,7 +215,7 @@ func TestFleetOnKV(t *testing.T) {
 		return true
 	}, "not all half-open")
 	var held []breaker.Permit
-	natstest.Eventually(t, 3*time.Second, func() bool {
+	natstest.Eventually(t, 30*time.Second, func() bool {
 		for _, b := range bs {
 			if p, err := b.Allow(); err == nil {
 				held = append(held, p)
@@ -221,7 +235,7 @@ func TestFleetOnKV(t *testing.T) {
 	}
 	held[0].Done(nil)
 	// The second good probe, wherever it runs, closes every replica.
-	natstest.Eventually(t, 3*time.Second, func() bool {
+	natstest.Eventually(t, 30*time.Second, func() bool {
 		for _, b := range bs {
 			if p, err := b.Allow(); err == nil && p.IsProbe() {
 				p.Done(nil)

@@ -149,13 +149,12 @@ func TestSendTimeoutIsRetryable(t *testing.T) {
 	defer srv.Close()
 	defer close(release)
 	s := newSender(t, srv.URL, func(c *webhook.Config) { c.Timeout = 100 * time.Millisecond })
-	start := time.Now()
+	// The server answers only when released, and the context has no
+	// deadline: only the sender's Timeout can end the call, so a deadline
+	// error proves it applied (without it, Send would hang).
 	err := s.Send(context.Background(), id, body)
 	if !errors.Is(err, deliver.ErrRetryable) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Send = %v, want retryable deadline exceeded", err)
-	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("Send took %v with a 100ms timeout", d)
 	}
 }
 

@@ -53,7 +53,7 @@ func TestMain(m *testing.M) {
 
 // env is one test's streams, bucket and connection.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	pub      *jsq.Publisher
@@ -72,7 +72,7 @@ var nameSeq int
 
 // newEnv creates the test's work, retry and dead-letter streams and the KV
 // bucket with 3 replicas each (the production settings of docs/fleet.md).
-func newEnv(t *testing.T) *env {
+func newEnv(t testing.TB) *env {
 	t.Helper()
 	nameSeq++
 	e := &env{t: t, topic: fmt.Sprintf("work%d", nameSeq), consumer: "workers",
@@ -171,25 +171,58 @@ func (e *env) trickle() (stop func()) {
 }
 
 func (e *env) shared() (breaker.SharedState, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, _, err := e.kv.Load(ctx, breakerName)
 	return st, err
 }
 
-// streamMessages returns the UUIDs of the messages in stream, with the
-// value of header key (empty when key is empty or missing). It reads them
-// one by one by sequence (a work-queue stream with 3 replicas takes no
-// consumer besides the replicas' own).
-func (e *env) streamMessages(stream, key string) (map[string]string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+// stored returns how many messages stream has ever stored (its last
+// sequence): unlike its message count, it only grows, so a drain that
+// empties the stream again does not hide that it took something.
+func (e *env) stored(stream string) uint64 {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	s, err := e.js.Stream(ctx, stream)
 	if err != nil {
-		return nil, err
+		return 0
 	}
 	info, err := s.Info(ctx)
 	if err != nil {
+		return 0
+	}
+	return info.State.LastSeq
+}
+
+// streamMessages returns the UUIDs of the messages in stream, with the
+// value of header key (empty when key is empty or missing). It reads them
+// one by one by sequence (a work-queue stream with 3 replicas takes no
+// consumer besides the replicas' own). Each request has its own timeout
+// and a timed-out one is retried, so a loaded machine makes the read
+// slower, not failed; after two minutes it gives up.
+func (e *env) streamMessages(stream, key string) (map[string]string, error) {
+	giveUp := time.Now().Add(2 * time.Minute)
+	// call runs op with a fresh 10 s timeout, again while it times out.
+	call := func(op func(ctx context.Context) error) error {
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			err := op(ctx)
+			cancel()
+			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, nats.ErrTimeout) || time.Now().After(giveUp) {
+				return err
+			}
+		}
+	}
+	var s jetstream.Stream
+	var info *jetstream.StreamInfo
+	if err := call(func(ctx context.Context) (err error) {
+		if s, err = e.js.Stream(ctx, stream); err != nil {
+			return err
+		}
+		info, err = s.Info(ctx)
+		return err
+	}); err != nil {
 		return nil, err
 	}
 	out := map[string]string{}
@@ -201,7 +234,7 @@ func (e *env) streamMessages(stream, key string) (map[string]string, error) {
 	last := info.State.LastSeq
 	for seq := info.State.FirstSeq; ; seq++ {
 		if seq > last {
-			if info, err = s.Info(ctx); err != nil {
+			if err := call(func(ctx context.Context) (err error) { info, err = s.Info(ctx); return err }); err != nil {
 				return nil, err
 			}
 			if seq > info.State.LastSeq {
@@ -209,7 +242,8 @@ func (e *env) streamMessages(stream, key string) (map[string]string, error) {
 			}
 			last = info.State.LastSeq
 		}
-		m, err := s.GetMsg(ctx, seq)
+		var m *jetstream.RawStreamMsg
+		err := call(func(ctx context.Context) (err error) { m, err = s.GetMsg(ctx, seq); return err })
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue // acked off the work queue: moved downstream
 		}
@@ -410,6 +444,19 @@ func (r *replica) unmarkedProbes() int {
 	return r.unmarked
 }
 
+// entered returns how many times the replica's breaker went to st.
+func (r *replica) entered(st breaker.State) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, tr := range r.trans {
+		if tr.to == st {
+			n++
+		}
+	}
+	return n
+}
+
 func (r *replica) opened() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -430,7 +477,7 @@ func (r *replica) sigkill() {
 }
 
 // eventually polls cond every 20 ms until it holds, failing after timeout.
-func eventually(t *testing.T, timeout time.Duration, cond func() bool, msg string, args ...any) {
+func eventually(t testing.TB, timeout time.Duration, cond func() bool, msg string, args ...any) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {

@@ -34,6 +34,7 @@ type partner struct {
 	errs           atomic.Int64
 	probesTotal    atomic.Int64
 	probesDownSeen atomic.Int64
+	servedAfter    atomic.Int64 // requests answered after recovery, failed or not
 
 	mu       sync.Mutex
 	accepted map[string]int
@@ -50,7 +51,7 @@ type request struct {
 	afterRecovered bool
 }
 
-func newPartner(t *testing.T) *partner {
+func newPartner(t testing.TB) *partner {
 	p := &partner{latency: 60 * time.Millisecond, hung: make(chan string, 1), stop: make(chan struct{}), accepted: map[string]int{}, byRep: map[string]int{}}
 	p.srv = httptest.NewServer(p)
 	t.Cleanup(p.srv.Close)
@@ -96,6 +97,9 @@ func (p *partner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.mu.Lock()
 	p.reqs = append(p.reqs, request{start: start, end: time.Now(), replica: r.Header.Get("X-Replica"), probe: probe, drained: r.Header.Get("X-Drained") != "", failed: fail, afterRecovered: after})
 	p.mu.Unlock()
+	if after {
+		p.servedAfter.Add(1)
+	}
 	if fail {
 		p.errs.Add(1)
 		if after {

@@ -113,6 +113,22 @@ func Eventually(t testing.TB, timeout time.Duration, cond func() bool, msg strin
 	}
 }
 
+// Finishes runs fn on a new goroutine and fails the test with msg if fn
+// has not returned within guard. It is a hang guard, not a timing
+// assertion: pick guard far above any healthy duration on a loaded machine
+// and below the time fn would take if the rule under test were broken
+// (for example, an hour-long fallback timeout). fn must not call t.Fatal.
+func Finishes(t testing.TB, guard time.Duration, fn func(), msg string, args ...any) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); fn() }()
+	select {
+	case <-done:
+	case <-time.After(guard):
+		t.Fatalf("natstest: not finished within %s: %s", guard, fmt.Sprintf(msg, args...))
+	}
+}
+
 // Now is a value read when it is formatted: an argument to [Eventually]'s
 // message that shows the value at the deadline, not at the call.
 type Now func() any
