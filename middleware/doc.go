@@ -41,8 +41,8 @@
 // the partner was contacted and the message not delivered. A cancelled
 // permit frees its slot (and a fleet's probe lease) and counts nothing: a
 // probe refused by a local throttle or bulkhead, or cut short by shutdown,
-// leaves the breaker half-open with its trip count unchanged, and
-// MaxProbeWait and the half-open bound still guarantee progress. A message
+// leaves the breaker half-open with its trip count unchanged; the next
+// call is a probe, and MaxProbeWait still expires a probe never reported. A message
 // diverted as not attempted comes back only after a backoff on its own
 // counter, or its [NotAttemptedError.RetryAfter] when longer (see
 // [retryqueue.ReasonNotAttempted]); MaxAge still dead-letters it.

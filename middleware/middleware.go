@@ -155,8 +155,8 @@ func (g *guard) run(h message.HandlerFunc, msg *message.Message, permit breaker.
 //  2. [ErrNotAttempted] in err's chain: the permit is cancelled (nothing
 //     counted) and the message diverted as not attempted.
 //  3. shutdown (the message's own context cancelled during the call): the
-//     permit is cancelled, a probe's too (MaxProbeWait and the half-open
-//     bound, not a failure, guarantee the breaker's progress); the message
+//     permit is cancelled, a probe's too (a half-open breaker waits for
+//     evidence; MaxProbeWait expires a probe never reported); the message
 //     is diverted for failure, so it is not lost.
 //  4. [Config.IsPermanent]: neutral (the partner answered); dead-lettered.
 //  5. otherwise the breaker's Classifier decides the outcome (default: a
