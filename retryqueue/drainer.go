@@ -14,6 +14,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/floodgate-go/floodgate/jsq"
+	"github.com/floodgate-go/floodgate/partner"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
 )
@@ -33,9 +34,22 @@ type DrainerConfig struct {
 	// Stream is the retry stream.
 	// Optional. Default Queue.RetryTopic().
 	Stream string
-	// Consumer is the durable pull consumer's name on Stream. A work-queue
-	// retry stream ([RetryStreamConfig]) admits only this one consumer.
-	// Optional. Default "floodgate_drainer__" + Stream.
+	// AllPartners makes the drainer drain every partner of the Queue's
+	// service: its consumer filters on Stream.<service token>.>
+	// ([ServiceSubjects]) instead of the Queue's route subject
+	// ([Queue.RetrySubject]). The work-queue retry stream then refuses a
+	// per-partner drainer of the same service beside it, and the other
+	// way round ([ErrRouteConflict]).
+	// Optional. Default false: the Queue's route only.
+	AllPartners bool
+	// Consumer is the durable pull consumer's name on Stream. It filters on
+	// the drainer's route (see AllPartners), so it receives only its
+	// route's messages; replicas of one service share it. A consumer of
+	// that name with another filter (another route's) is refused by Run
+	// ([ErrRouteConflict]), never taken over.
+	// Optional. Default "floodgate_drainer~" + the Queue's service token +
+	// "~" + its partner token ([partner.Token]; no "~" and partner token
+	// with AllPartners).
 	Consumer string
 	// Handler delivers a drained message: the breaker-guarded handler (the
 	// middleware-wrapped delivery). Returning nil means the message's
@@ -125,8 +139,12 @@ func (c *DrainerConfig) setDefaults() {
 	if c.Stream == "" && c.Queue != nil {
 		c.Stream = c.Queue.RetryTopic()
 	}
-	if c.Consumer == "" {
-		c.Consumer = "floodgate_drainer__" + c.Stream
+	if c.Consumer == "" && c.Queue != nil {
+		// "~" is in no token, so distinct routes get distinct names.
+		c.Consumer = "floodgate_drainer~" + c.Queue.service
+		if !c.AllPartners {
+			c.Consumer += "~" + partner.Token(c.Queue.cfg.Partner)
+		}
 	}
 	if c.Rate == 0 {
 		c.Rate = 50
@@ -404,6 +422,70 @@ func (d *Drainer) ConsumerConfig() jetstream.ConsumerConfig {
 		AckWait:       d.cfg.AckWait,
 		MaxDeliver:    -1,
 		MaxAckPending: -1,
+		FilterSubject: d.FilterSubject(),
+	}
+}
+
+// FilterSubject returns the consumer's filter subject: the Queue's route
+// subject under Stream, or every partner of its service with
+// [DrainerConfig.AllPartners].
+func (d *Drainer) FilterSubject() string {
+	if d.cfg.AllPartners {
+		return d.cfg.Stream + "." + d.cfg.Queue.service + ".>"
+	}
+	return d.cfg.Queue.routeOf(d.cfg.Queue.cfg.Partner).subject(d.cfg.Stream)
+}
+
+// owns returns the route of subject if the drainer drains it.
+func (d *Drainer) owns(subject string) (route, bool) {
+	r, ok := routeFromSubject(d.cfg.Stream, subject)
+	if !ok || r.service != d.cfg.Queue.service {
+		return route{}, false
+	}
+	if !d.cfg.AllPartners && r.partnerToken != partner.Token(d.cfg.Queue.cfg.Partner) {
+		return route{}, false
+	}
+	return r, true
+}
+
+// JetStream API error codes of a work-queue stream refusing an overlapping
+// consumer (nats-server JSConsumerWQMultipleUnfilteredErr,
+// JSConsumerWQConsumerNotUniqueErr).
+const (
+	errCodeWQMultipleUnfiltered jetstream.ErrorCode = 10099
+	errCodeWQNotUnique          jetstream.ErrorCode = 10100
+)
+
+// openConsumer creates the durable consumer, or updates it if it exists
+// with the drainer's filter subject. It returns an error wrapping
+// [ErrRouteConflict] when the consumer belongs to another route or the
+// stream refuses it for an overlapping filter: a configuration error,
+// which Run returns rather than retrying.
+func (d *Drainer) openConsumer(ctx context.Context) (jetstream.Consumer, error) {
+	want := d.ConsumerConfig()
+	js := d.cfg.JetStream
+	for {
+		c, err := js.Consumer(ctx, d.cfg.Stream, d.cfg.Consumer)
+		switch {
+		case err == nil:
+			got := c.CachedInfo().Config
+			if got.FilterSubject != want.FilterSubject || len(got.FilterSubjects) > 0 {
+				return nil, fmt.Errorf("%w: consumer %q on stream %q filters %q, not this drainer's route %q: set DrainerConfig.Consumer, or the Queue's Config.Service, apart from the other route's (a consumer of the previous release: run retryqueue.Migrate)",
+					ErrRouteConflict, d.cfg.Consumer, d.cfg.Stream, append([]string{got.FilterSubject}, got.FilterSubjects...), want.FilterSubject)
+			}
+			c, err = js.CreateOrUpdateConsumer(ctx, d.cfg.Stream, want)
+		case errors.Is(err, jetstream.ErrConsumerNotFound):
+			c, err = js.CreateConsumer(ctx, d.cfg.Stream, want)
+			if errors.Is(err, jetstream.ErrConsumerExists) {
+				continue // created meanwhile: look at it
+			}
+		}
+		var apiErr *jetstream.APIError
+		if errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeWQMultipleUnfiltered || apiErr.ErrorCode == errCodeWQNotUnique) {
+			return nil, fmt.Errorf("%w: stream %q refuses consumer %q filtering %q: another consumer's filter overlaps it (DrainerConfig.AllPartners beside a per-partner drainer of the same service, or an unfiltered consumer of the previous release: run retryqueue.Migrate): %w",
+				ErrRouteConflict, d.cfg.Stream, d.cfg.Consumer, want.FilterSubject, err)
+		}
+		return c, err
 	}
 }
 
@@ -586,7 +668,9 @@ func (d *Drainer) tick(now time.Time) {
 }
 
 // Run creates or updates the durable consumer (retrying while the server is
-// unreachable or the stream missing) and drains until ctx is done. With
+// unreachable or the stream missing) and drains until ctx is done. It
+// returns an error wrapping [ErrRouteConflict] at once when the consumer
+// belongs to another route or overlaps another consumer's filter. With
 // per-key ordering it first rebuilds the queue's key index from the retry
 // stream. It then waits for the handlers in flight (bounded by
 // HandlerTimeout) and their acks, and returns nil. It returns [ErrRunning]
@@ -600,7 +684,10 @@ func (d *Drainer) Run(ctx context.Context) error {
 	indexed := !d.cfg.Queue.Ordered()
 	for ctx.Err() == nil {
 		if cons == nil {
-			c, err := d.cfg.JetStream.CreateOrUpdateConsumer(ctx, d.cfg.Stream, d.ConsumerConfig())
+			c, err := d.openConsumer(ctx)
+			if errors.Is(err, ErrRouteConflict) {
+				return err
+			}
 			if err != nil {
 				if ctx.Err() == nil {
 					d.cfg.Logger.Error("retryqueue: create drain consumer", err, watermill.LogFields{"stream": d.cfg.Stream, "consumer": d.cfg.Consumer})
@@ -831,8 +918,25 @@ func (d *Drainer) deferMsg(it item, delay time.Duration) {
 func (d *Drainer) handle(ctx context.Context, it item) {
 	jm, wm := it.jm, it.wm
 	base := context.WithoutCancel(ctx)
-	if why, bad := d.cfg.Queue.Malformed(wm); bad {
-		err := d.cfg.Queue.DeadLetter(base, wm, DeadReasonMalformed, fmt.Errorf("%w: %s", ErrMalformed, why))
+	// The consumer's filter subject keeps other routes' messages away; a
+	// message whose route metadata disagrees with its subject (or a subject
+	// outside the filter) is never delivered.
+	r, owned := d.owns(jm.Subject())
+	var why string
+	if !owned {
+		r = d.cfg.Queue.routeOf(d.cfg.Queue.cfg.Partner)
+		why = fmt.Sprintf("stored under subject %q, outside this drainer's %q", jm.Subject(), d.FilterSubject())
+	} else {
+		why = checkRoute(wm, r)
+	}
+	deadReason, cause := DeadReasonRoute, error(nil)
+	if why != "" {
+		cause = fmt.Errorf("%w: %s", ErrRouteMismatch, why)
+	} else if mwhy, bad := d.cfg.Queue.Malformed(wm); bad {
+		deadReason, cause = DeadReasonMalformed, fmt.Errorf("%w: %s", ErrMalformed, mwhy)
+	}
+	if cause != nil {
+		_, err := d.cfg.Queue.deadLetter(base, wm, r, deadReason, cause)
 		if d.settle(base, jm, wm, err) {
 			d.dead.Add(1)
 			d.cfg.Queue.Release(it.key)
@@ -840,7 +944,7 @@ func (d *Drainer) handle(ctx context.Context, it item) {
 		}
 		return
 	}
-	s := &slot{uuid: wm.UUID}
+	s := &slot{uuid: wm.UUID, route: r}
 	hctx, cancel := context.WithTimeout(context.WithValue(context.WithValue(base, drainedKey{}, true), slotKey{}, s), d.cfg.HandlerTimeout)
 	defer cancel()
 	wm.SetContext(hctx)
@@ -976,6 +1080,9 @@ func (d *Drainer) rebuildKeys(ctx context.Context) error {
 				}
 				if err != nil {
 					return err
+				}
+				if _, ok := d.owns(raw.Subject); !ok {
+					continue // another route's
 				}
 				m := message.NewMessage(raw.Header.Get(jsq.UUIDHeader), raw.Data)
 				for k, v := range raw.Header {
