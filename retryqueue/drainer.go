@@ -47,9 +47,8 @@ type DrainerConfig struct {
 	// route's messages; replicas of one service share it. A consumer of
 	// that name with another filter (another route's) is refused by Run
 	// ([ErrRouteConflict]), never taken over.
-	// Optional. Default "floodgate_drainer~" + the Queue's service token +
-	// "~" + its partner token ([partner.Token]; no "~" and partner token
-	// with AllPartners).
+	// Optional. Default [ConsumerName](Queue.Service(), Queue.Partner()), or
+	// "floodgate_drainer~" + the service token alone with AllPartners.
 	Consumer string
 	// Handler delivers a drained message: the breaker-guarded handler (the
 	// middleware-wrapped delivery). Returning nil means the message's
@@ -140,10 +139,9 @@ func (c *DrainerConfig) setDefaults() {
 		c.Stream = c.Queue.RetryTopic()
 	}
 	if c.Consumer == "" && c.Queue != nil {
-		// "~" is in no token, so distinct routes get distinct names.
-		c.Consumer = "floodgate_drainer~" + c.Queue.service
+		c.Consumer = consumerPrefix + c.Queue.service // AllPartners: the service's
 		if !c.AllPartners {
-			c.Consumer += "~" + partner.Token(c.Queue.cfg.Partner)
+			c.Consumer = ConsumerName(c.Queue.cfg.Service, c.Queue.cfg.Partner)
 		}
 	}
 	if c.Rate == 0 {

@@ -59,6 +59,17 @@ func ServiceSubjects(topic, service string) string {
 	return topic + "." + partner.Token(service) + ".>"
 }
 
+// ConsumerName is the default durable consumer name of the [Drainer] of
+// the route (service, partnerKey): "floodgate_drainer~" + the service token
+// + "~" + the partner token. "~" is in no token, so distinct routes get
+// distinct names. Pass it to [Depth] to read a route's backlog.
+func ConsumerName(service, partnerKey string) string {
+	return consumerPrefix + partner.Token(service) + "~" + partner.Token(partnerKey)
+}
+
+// consumerPrefix starts every default drainer consumer name.
+const consumerPrefix = "floodgate_drainer~"
+
 // StreamSubjects is the filter subject of every route under topic: the
 // subjects of the streams [Provision] creates.
 func StreamSubjects(topic string) string { return topic + ".>" }
