@@ -42,7 +42,7 @@ type Config struct {
 	// names the route's service when Service is empty: two services on
 	// different topics (or two handlers of one topic) are different routes,
 	// and never drain each other's messages.
-	// Required unless Service is set.
+	// Optional. Default "", and then Service is required.
 	Source string
 	// Handler is the name of the guarded handler consuming Source (its
 	// router handler or durable consumer name). Replicas of one service
@@ -133,8 +133,9 @@ type Config struct {
 	// subject, awaiting the PubAck, and reaches the server holding
 	// PayloadBucket, where the payload of a message too large for the retry
 	// and dead-letter streams is kept ([DeadReasonTooLarge]).
-	// Required, unless the Publisher has a method JetStream()
-	// jetstream.JetStream (a [jsq.Publisher] has): then that is the default.
+	// Optional. Default the Publisher's own, when it has a method
+	// JetStream() jetstream.JetStream (a [jsq.Publisher] has); without
+	// either, [New] fails.
 	JetStream jetstream.JetStream
 	// PayloadBucket is the JetStream Object Store bucket that keeps the
 	// payload (and, when even that does not fit, the metadata) of a message
