@@ -112,7 +112,7 @@ func TestConsumerKilledMidDrain(t *testing.T) {
 	cfg := consumerConfig{NATSURL: url, PartnerURL: p.srv.URL, Topics: tp, DrainRate: 40}
 	cp := startConsumerProcess(t, cfg)
 	depth := func() int {
-		n, err := retryqueue.Depth(ctx, js, tp.Retry, "floodgate_drainer__"+tp.Retry)
+		n, err := retryqueue.Depth(ctx, js, tp.Retry, retryqueue.ConsumerName(retryqueue.ServiceName(tp.Source, "deliver"), retryqueue.DefaultPartner))
 		if err != nil {
 			return -1
 		}

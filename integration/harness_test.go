@@ -207,6 +207,8 @@ func startConsumer(ctx context.Context, cfg consumerConfig) (*consumer, error) {
 	}
 	qcfg := retryqueue.Config{
 		Publisher:       c.pub,
+		Source:          cfg.Topics.Source,
+		Handler:         "deliver",
 		RetryTopic:      cfg.Topics.Retry,
 		DeadLetterTopic: cfg.Topics.Dead,
 		PublishTimeout:  2 * time.Second,

@@ -37,7 +37,7 @@ func TestReplayCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qcfg := retryqueue.Config{Publisher: pub, RetryTopic: tp.Retry, DeadLetterTopic: tp.Dead}
+	qcfg := retryqueue.Config{Publisher: pub, Source: tp.Source, Handler: "deliver", RetryTopic: tp.Retry, DeadLetterTopic: tp.Dead}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	if err := retryqueue.Provision(ctx, js, qcfg); err != nil {

@@ -134,7 +134,7 @@ func TestScrapeAfterTripAndRecovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qcfg := retryqueue.Config{Publisher: pub, RetryTopic: natstest.Name(t, "retry"), DeadLetterTopic: natstest.Name(t, "dead")}
+	qcfg := retryqueue.Config{Publisher: pub, Service: "svc", RetryTopic: natstest.Name(t, "retry"), DeadLetterTopic: natstest.Name(t, "dead")}
 	natstest.DeleteStreams(t, js, qcfg.RetryTopic, qcfg.DeadLetterTopic)
 	if err := retryqueue.Provision(ctx, js, qcfg); err != nil {
 		t.Fatal(err)

@@ -58,6 +58,7 @@ func newEnv(t *testing.T, bcfg breaker.Config) *env {
 	}
 	e.qcfg = retryqueue.Config{
 		Publisher:       pub,
+		Service:         "svc",
 		RetryTopic:      natstest.Name(t, "retry"),
 		DeadLetterTopic: natstest.Name(t, "dead"),
 		PublishTimeout:  2 * time.Second,

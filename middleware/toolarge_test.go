@@ -54,7 +54,7 @@ func TestTooLargeMessageEndsAsDeadLetter(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			qcfg := retryqueue.Config{Publisher: pub, RetryTopic: natstest.Name(t, "retry"), DeadLetterTopic: natstest.Name(t, "dead"), PublishTimeout: 2 * time.Second}
+			qcfg := retryqueue.Config{Publisher: pub, Source: src, RetryTopic: natstest.Name(t, "retry"), DeadLetterTopic: natstest.Name(t, "dead"), PublishTimeout: 2 * time.Second}
 			if err := retryqueue.Provision(ctx, js, qcfg, src); err != nil {
 				t.Fatal(err)
 			}

@@ -46,7 +46,7 @@ func BenchmarkDiversion(b *testing.B) {
 	}
 
 	setup := func(b *testing.B) (*retryqueue.Queue, message.HandlerFunc) {
-		cfg := retryqueue.Config{Publisher: pub, RetryTopic: natstest.Name(b, "retry"), DeadLetterTopic: natstest.Name(b, "dead")}
+		cfg := retryqueue.Config{Publisher: pub, Service: "svc", RetryTopic: natstest.Name(b, "retry"), DeadLetterTopic: natstest.Name(b, "dead")}
 		poison := natstest.Name(b, "poison")
 		natstest.DeleteStreams(b, js, cfg.RetryTopic, cfg.DeadLetterTopic, poison)
 		ctx := context.Background()

@@ -31,18 +31,44 @@ type ContextPublisher interface {
 
 // Config configures [New].
 type Config struct {
-	// Publisher publishes diverted messages and dead letters. It must return
-	// nil only after the broker confirmed the publish (a JetStream PubAck),
-	// or the at-least-once guarantee is lost.
+	// Publisher publishes a too-large dead letter, restored, back to its
+	// original topic ([Queue.Replay]). It must return nil only after the
+	// broker confirmed the publish (a JetStream PubAck), or the
+	// at-least-once guarantee is lost. Diversions and dead letters go
+	// through JetStream directly (see JetStream), to their route's subject.
 	// Required.
 	Publisher message.Publisher
-	// RetryTopic is the topic (JetStream stream and subject) of the retry
-	// queue. It must be a valid stream name (no '.', '*', '>', '/', '\\',
-	// whitespace).
+	// Source is the topic the guarded handler consumes. With Handler it
+	// names the route's service when Service is empty: two services on
+	// different topics (or two handlers of one topic) are different routes,
+	// and never drain each other's messages.
+	// Optional. Default "", and then Service is required.
+	Source string
+	// Handler is the name of the guarded handler consuming Source (its
+	// router handler or durable consumer name). Replicas of one service
+	// share it, and so share the route.
+	// Optional. Default "".
+	Handler string
+	// Service is the route's service name: diverted messages go to the
+	// subject RetryTopic.<service token>.<partner token> ([RouteSubject]),
+	// and a [Drainer] receives only its route's subject. Any printable
+	// UTF-8 string without leading or trailing space; [partner.Token]
+	// encodes it into the subject.
+	// Optional. Default [ServiceName](Source, Handler).
+	Service string
+	// Partner is the partner key of the queue's route: [Queue.Divert] and
+	// [Queue.DeadLetter] use it; [Queue.RouteTo] and [Queue.DeadLetterTo]
+	// take a key per message instead. Any byte string ([partner.Token]).
+	// Optional. Default [DefaultPartner].
+	Partner string
+	// RetryTopic is the retry stream's name; its subjects are
+	// RetryTopic.> ([RetryStreamConfig]). It must be a valid stream name
+	// (no '.', '*', '>', '/', '\\', whitespace).
 	// Optional. Default "floodgate_retry".
 	RetryTopic string
-	// DeadLetterTopic is the topic (JetStream stream and subject) of the dead
-	// letters, with the same rules as RetryTopic, and different from it.
+	// DeadLetterTopic is the dead-letter stream's name, with subjects
+	// DeadLetterTopic.>, with the same rules as RetryTopic, and different
+	// from it.
 	// Optional. Default "floodgate_dead".
 	DeadLetterTopic string
 	// PublishTimeout bounds each diversion or dead-letter publish, measured
@@ -103,14 +129,13 @@ type Config struct {
 	// MaxAge and [MetaNotBefore].
 	// Optional. Default the wall clock.
 	Clock Clock
-	// JetStream reaches the server holding PayloadBucket, where the payload
-	// of a message too large for the retry and dead-letter streams is kept
-	// ([DeadReasonTooLarge]).
+	// JetStream publishes diversions and dead letters to their route's
+	// subject, awaiting the PubAck, and reaches the server holding
+	// PayloadBucket, where the payload of a message too large for the retry
+	// and dead-letter streams is kept ([DeadReasonTooLarge]).
 	// Optional. Default the Publisher's own, when it has a method
-	// JetStream() jetstream.JetStream (a [jsq.Publisher] has); otherwise
-	// none, and then such a message cannot be dead-lettered: [Queue.Divert]
-	// and [Queue.DeadLetter] return an error wrapping [ErrTooLarge] and
-	// [ErrPublish], and the source is redelivered.
+	// JetStream() jetstream.JetStream (a [jsq.Publisher] has); without
+	// either, [New] fails.
 	JetStream jetstream.JetStream
 	// PayloadBucket is the JetStream Object Store bucket that keeps the
 	// payload (and, when even that does not fit, the metadata) of a message
@@ -168,6 +193,12 @@ func (c *Config) setDefaults() {
 			return '_'
 		}, c.DeadLetterTopic) + "_payloads"
 	}
+	if c.Service == "" && c.Source != "" {
+		c.Service = ServiceName(c.Source, c.Handler)
+	}
+	if c.Partner == "" {
+		c.Partner = DefaultPartner
+	}
 	if c.JetStream == nil {
 		if p, ok := c.Publisher.(payloadJetStream); ok {
 			c.JetStream = p.JetStream()
@@ -188,6 +219,12 @@ func (c *Config) validate() error {
 	switch {
 	case c.Publisher == nil:
 		return fmt.Errorf("%w: Publisher is required", ErrInvalidConfig)
+	case c.JetStream == nil:
+		return fmt.Errorf("%w: JetStream is required (or a Publisher with a JetStream() method, such as jsq.Publisher)", ErrInvalidConfig)
+	case c.Service == "":
+		return fmt.Errorf("%w: Service, or Source (from which it is derived), is required: it names the route, so services sharing RetryTopic never drain each other's messages", ErrInvalidConfig)
+	case !headerSafe(c.Service):
+		return fmt.Errorf("%w: Service %q must be printable UTF-8 without leading or trailing space", ErrInvalidConfig, c.Service)
 	case c.PublishTimeout <= 0:
 		return fmt.Errorf("%w: PublishTimeout must be > 0, got %s", ErrInvalidConfig, c.PublishTimeout)
 	case c.MaxAttempts < 1:

@@ -27,7 +27,7 @@ func TestValidateAppliesDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pub.Close() })
-	q, err := retryqueue.New(retryqueue.Config{Publisher: pub})
+	q, err := retryqueue.New(retryqueue.Config{Publisher: pub, Source: "orders"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,10 +35,13 @@ func TestValidateAppliesDefaults(t *testing.T) {
 	gate := retryqueue.GateFunc(func() int { return 1 })
 
 	t.Run("Config", func(t *testing.T) {
-		minimal := retryqueue.Config{Publisher: pub}
+		minimal := retryqueue.Config{Publisher: pub, Source: "orders"}
 		with := func(mod func(*retryqueue.Config)) retryqueue.Config { return configtest.With(minimal, mod) }
 		configtest.Run(t, retryqueue.ErrInvalidConfig, []configtest.Case[retryqueue.Config]{
 			{Name: "minimal", Cfg: minimal},
+			{Name: "Service", Cfg: with(func(c *retryqueue.Config) { c.Source = "" }), Want: "Service, or Source (from which it is derived), is required"},
+			{Name: "Service", Cfg: with(func(c *retryqueue.Config) { c.Service = "a\nb" }), Want: "Service \"a\\nb\" must be printable"},
+			{Name: "JetStream", Cfg: with(func(c *retryqueue.Config) { c.Publisher = nopPublisher{} }), Want: "JetStream is required"},
 			{Name: "MaxAttempts", Cfg: with(func(c *retryqueue.Config) { c.MaxAttempts = -1 }), Want: "MaxAttempts must be >= 1"},
 			{Name: "PublishTimeout", Cfg: with(func(c *retryqueue.Config) { c.PublishTimeout = -time.Second }), Want: "PublishTimeout must be > 0"},
 			{Name: "MaxAge", Cfg: with(func(c *retryqueue.Config) { c.MaxAge = -time.Hour }), Want: "MaxAge must be > 0"},

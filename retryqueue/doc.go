@@ -135,13 +135,37 @@
 // whatever the queue does. While the drain cannot outrun the live rate of a
 // key, every live message of that key goes through the backlog.
 //
+// # Routes
+//
+// A route is a service and a partner. The service is [Config.Service], by
+// default [ServiceName] of the topic the guarded handler consumes
+// ([Config.Source]) and its handler name ([Config.Handler]): replicas of
+// one service share it, two programs on different topics do not. The
+// partner is [Config.Partner] ([DefaultPartner] when empty), or a key per
+// message with [Queue.RouteTo]. A route's messages are stored under the
+// subject <stream>.<service token>.<partner token> ([RouteSubject]; tokens
+// from [partner.Token], injective, so "a.b" and "a_b" never share a
+// subject), and carry the route in [MetaService], [MetaPartner] and
+// [MetaPartnerToken]. A [Drainer]'s durable consumer is named for its
+// route and filters on its route's subject, so it never receives another
+// route's message: two services sharing RetryTopic, with every default,
+// cannot deliver each other's messages. A drained message whose route
+// metadata disagrees with its subject is dead-lettered
+// ([DeadReasonRoute]), never delivered.
+//
+// The work-queue retry stream refuses consumers whose filters overlap, and
+// [Drainer.Run] refuses a consumer of its name that filters on another
+// route: both fail at start with [ErrRouteConflict], naming the setting.
+//
 // # Streams
 //
-// Topics are JetStream streams of the same name with one subject of the same
-// name, in file storage. [Provision] creates the retry stream (work-queue
-// retention: it holds exactly the backlog), the dead-letter stream and the
-// payload bucket, and refuses a retry or dead-letter stream whose
-// MaxMsgSize is below a source stream's. The
+// Topics are JetStream streams of the same name with the subjects
+// <topic>.>, in file storage. [Provision] creates the retry stream
+// (work-queue retention: it holds exactly the backlog), the dead-letter
+// stream and the payload bucket, and refuses a retry or dead-letter stream
+// whose MaxMsgSize is below a source stream's, or that has the previous
+// release's layout (the topic itself as subject, [ErrPreviousLayout]):
+// [Migrate] moves such a stream's messages to route subjects. The
 // source topics' subscriber and publisher that keep the at-least-once
 // guarantee are in package [github.com/floodgate-go/floodgate/jsq].
 package retryqueue

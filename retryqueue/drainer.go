@@ -14,6 +14,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/floodgate-go/floodgate/jsq"
+	"github.com/floodgate-go/floodgate/partner"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
 )
@@ -33,9 +34,21 @@ type DrainerConfig struct {
 	// Stream is the retry stream.
 	// Optional. Default Queue.RetryTopic().
 	Stream string
-	// Consumer is the durable pull consumer's name on Stream. A work-queue
-	// retry stream ([RetryStreamConfig]) admits only this one consumer.
-	// Optional. Default "floodgate_drainer__" + Stream.
+	// AllPartners makes the drainer drain every partner of the Queue's
+	// service: its consumer filters on Stream.<service token>.>
+	// ([ServiceSubjects]) instead of the Queue's route subject
+	// ([Queue.RetrySubject]). The work-queue retry stream then refuses a
+	// per-partner drainer of the same service beside it, and the other
+	// way round ([ErrRouteConflict]).
+	// Optional. Default false: the Queue's route only.
+	AllPartners bool
+	// Consumer is the durable pull consumer's name on Stream. It filters on
+	// the drainer's route (see AllPartners), so it receives only its
+	// route's messages; replicas of one service share it. A consumer of
+	// that name with another filter (another route's) is refused by Run
+	// ([ErrRouteConflict]), never taken over.
+	// Optional. Default [ConsumerName](Queue.Service(), Queue.Partner()), or
+	// "floodgate_drainer~" + the service token alone with AllPartners.
 	Consumer string
 	// Handler delivers a drained message: the breaker-guarded handler (the
 	// middleware-wrapped delivery). Returning nil means the message's
@@ -125,8 +138,11 @@ func (c *DrainerConfig) setDefaults() {
 	if c.Stream == "" && c.Queue != nil {
 		c.Stream = c.Queue.RetryTopic()
 	}
-	if c.Consumer == "" {
-		c.Consumer = "floodgate_drainer__" + c.Stream
+	if c.Consumer == "" && c.Queue != nil {
+		c.Consumer = consumerPrefix + c.Queue.service // AllPartners: the service's
+		if !c.AllPartners {
+			c.Consumer = ConsumerName(c.Queue.cfg.Service, c.Queue.cfg.Partner)
+		}
 	}
 	if c.Rate == 0 {
 		c.Rate = 50
@@ -405,7 +421,62 @@ func (d *Drainer) ConsumerConfig() jetstream.ConsumerConfig {
 		AckWait:       d.cfg.AckWait,
 		MaxDeliver:    -1,
 		MaxAckPending: -1,
+		FilterSubject: d.FilterSubject(),
 	}
+}
+
+// FilterSubject returns the consumer's filter subject: the Queue's route
+// subject under Stream, or every partner of its service with
+// [DrainerConfig.AllPartners].
+func (d *Drainer) FilterSubject() string {
+	if d.cfg.AllPartners {
+		return d.cfg.Stream + "." + d.cfg.Queue.service + ".>"
+	}
+	return d.cfg.Queue.routeOf(d.cfg.Queue.cfg.Partner).subject(d.cfg.Stream)
+}
+
+// owns returns the route of subject if the drainer drains it.
+func (d *Drainer) owns(subject string) (route, bool) {
+	r, ok := routeFromSubject(d.cfg.Stream, subject)
+	if !ok || r.service != d.cfg.Queue.service {
+		return route{}, false
+	}
+	if !d.cfg.AllPartners && r.partnerToken != partner.Token(d.cfg.Queue.cfg.Partner) {
+		return route{}, false
+	}
+	return r, true
+}
+
+// JetStream API error codes of a work-queue stream refusing an overlapping
+// consumer (nats-server JSConsumerWQMultipleUnfilteredErr,
+// JSConsumerWQConsumerNotUniqueErr).
+const (
+	errCodeWQMultipleUnfiltered jetstream.ErrorCode = 10099
+	errCodeWQNotUnique          jetstream.ErrorCode = 10100
+)
+
+// openConsumer creates the durable consumer if it is missing and binds an
+// existing one through [jsq.EnsureConsumer], which never updates it. It
+// returns an error wrapping
+// [ErrRouteConflict] when the consumer belongs to another route or the
+// stream refuses it for an overlapping filter: a configuration error,
+// which Run returns rather than retrying.
+func (d *Drainer) openConsumer(ctx context.Context) (jetstream.Consumer, error) {
+	want := d.ConsumerConfig()
+	if c, err := d.cfg.JetStream.Consumer(ctx, d.cfg.Stream, d.cfg.Consumer); err == nil {
+		got := c.CachedInfo().Config
+		if got.FilterSubject != want.FilterSubject || len(got.FilterSubjects) > 0 {
+			return nil, fmt.Errorf("%w: consumer %q on stream %q filters %q, not this drainer's route %q: set DrainerConfig.Consumer, or the Queue's Config.Service, apart from the other route's (a consumer of the previous release: run retryqueue.Migrate)",
+				ErrRouteConflict, d.cfg.Consumer, d.cfg.Stream, append([]string{got.FilterSubject}, got.FilterSubjects...), want.FilterSubject)
+		}
+	}
+	c, err := jsq.EnsureConsumer(ctx, d.cfg.JetStream, d.cfg.Stream, want)
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeWQMultipleUnfiltered || apiErr.ErrorCode == errCodeWQNotUnique) {
+		return nil, fmt.Errorf("%w: stream %q refuses consumer %q filtering %q: another consumer's filter overlaps it (DrainerConfig.AllPartners beside a per-partner drainer of the same service, or an unfiltered consumer of the previous release: run retryqueue.Migrate): %w",
+			ErrRouteConflict, d.cfg.Stream, d.cfg.Consumer, want.FilterSubject, err)
+	}
+	return c, err
 }
 
 // Stream returns the retry stream name.
@@ -588,11 +659,13 @@ func (d *Drainer) tick(now time.Time) {
 
 // Run creates the durable consumer if it is missing (retrying while the
 // server is unreachable or the stream missing) and drains until ctx is done.
-// It never updates an existing consumer: one that differs from
-// [Drainer.ConsumerConfig] in a field jsq compares is left unchanged, and
-// Run logs the [*jsq.ConfigMismatchError] and returns it once the handlers
-// in flight are done. With per-key ordering it first rebuilds the queue's
-// key index from the retry stream. It then waits for the handlers in flight (bounded by
+// It never updates an existing consumer. It logs and returns, once the
+// handlers in flight are done, an error wrapping [ErrRouteConflict] when the
+// consumer belongs to another route or overlaps another consumer's filter,
+// and a [*jsq.ConfigMismatchError] when it differs from
+// [Drainer.ConsumerConfig] in a field jsq compares (left unchanged). With
+// per-key ordering it first rebuilds the queue's key index from the retry
+// stream. It then waits for the handlers in flight (bounded by
 // HandlerTimeout) and their acks, and returns nil. It returns [ErrRunning]
 // if already running.
 func (d *Drainer) Run(ctx context.Context) error {
@@ -604,8 +677,8 @@ func (d *Drainer) Run(ctx context.Context) error {
 	indexed := !d.cfg.Queue.Ordered()
 	for ctx.Err() == nil {
 		if cons == nil {
-			c, err := jsq.EnsureConsumer(ctx, d.cfg.JetStream, d.cfg.Stream, d.ConsumerConfig())
-			if errors.Is(err, jsq.ErrConfigMismatch) {
+			c, err := d.openConsumer(ctx)
+			if errors.Is(err, jsq.ErrConfigMismatch) || errors.Is(err, ErrRouteConflict) {
 				d.cfg.Logger.Error("retryqueue: drain consumer refused", err, watermill.LogFields{"stream": d.cfg.Stream, "consumer": d.cfg.Consumer})
 				d.handlers.Wait()
 				return err
@@ -840,8 +913,25 @@ func (d *Drainer) deferMsg(it item, delay time.Duration) {
 func (d *Drainer) handle(ctx context.Context, it item) {
 	jm, wm := it.jm, it.wm
 	base := context.WithoutCancel(ctx)
-	if why, bad := d.cfg.Queue.Malformed(wm); bad {
-		err := d.cfg.Queue.DeadLetter(base, wm, DeadReasonMalformed, fmt.Errorf("%w: %s", ErrMalformed, why))
+	// The consumer's filter subject keeps other routes' messages away; a
+	// message whose route metadata disagrees with its subject (or a subject
+	// outside the filter) is never delivered.
+	r, owned := d.owns(jm.Subject())
+	var why string
+	if !owned {
+		r = d.cfg.Queue.routeOf(d.cfg.Queue.cfg.Partner)
+		why = fmt.Sprintf("stored under subject %q, outside this drainer's %q", jm.Subject(), d.FilterSubject())
+	} else {
+		why = checkRoute(wm, r)
+	}
+	deadReason, cause := DeadReasonRoute, error(nil)
+	if why != "" {
+		cause = fmt.Errorf("%w: %s", ErrRouteMismatch, why)
+	} else if mwhy, bad := d.cfg.Queue.Malformed(wm); bad {
+		deadReason, cause = DeadReasonMalformed, fmt.Errorf("%w: %s", ErrMalformed, mwhy)
+	}
+	if cause != nil {
+		_, err := d.cfg.Queue.deadLetter(base, wm, r, deadReason, cause)
 		if d.settle(base, jm, wm, err) {
 			d.dead.Add(1)
 			d.cfg.Queue.Release(it.key)
@@ -849,7 +939,7 @@ func (d *Drainer) handle(ctx context.Context, it item) {
 		}
 		return
 	}
-	s := &slot{uuid: wm.UUID}
+	s := &slot{uuid: wm.UUID, route: r}
 	hctx, cancel := context.WithTimeout(context.WithValue(context.WithValue(base, drainedKey{}, true), slotKey{}, s), d.cfg.HandlerTimeout)
 	defer cancel()
 	wm.SetContext(hctx)
@@ -985,6 +1075,9 @@ func (d *Drainer) rebuildKeys(ctx context.Context) error {
 				}
 				if err != nil {
 					return err
+				}
+				if _, ok := d.owns(raw.Subject); !ok {
+					continue // another route's
 				}
 				m := message.NewMessage(raw.Header.Get(jsq.UUIDHeader), raw.Data)
 				for k, v := range raw.Header {

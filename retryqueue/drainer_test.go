@@ -12,6 +12,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/floodgate-go/floodgate/internal/natstest"
+	fgpartner "github.com/floodgate-go/floodgate/partner"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
@@ -262,9 +263,9 @@ func TestDrainMalformedAndPanic(t *testing.T) {
 	e := newEnv(t, natstest.URL(t), nil)
 	bad := message.NewMessage("bad", nil)
 	bad.Metadata.Set(retryqueue.MetaAttempt, "abc")
-	if err := e.pub.Publish(e.q.RetryTopic(), bad); err != nil {
-		t.Fatal(err)
-	}
+	bad.Metadata.Set(retryqueue.MetaService, e.q.Service())
+	bad.Metadata.Set(retryqueue.MetaPartnerToken, fgpartner.Token(e.q.Partner()))
+	publishRaw(t, e, e.q.RetrySubject(), bad)
 	seed(t, e, 1)
 	g := &gate{}
 	g.budget.Store(1 << 30)

@@ -18,8 +18,8 @@ var (
 	// [Queue.DeadLetter] when a copy of the message does not fit the retry
 	// or dead-letter stream (the server's max_payload or the stream's
 	// MaxMsgSize) and could not be dead-lettered with its payload in
-	// [Config.PayloadBucket] either (no [Config.JetStream], or the bucket
-	// unreachable). The caller nacks the source.
+	// [Config.PayloadBucket] either (the bucket unreachable). The caller
+	// nacks the source.
 	ErrTooLarge = errors.New("retryqueue: message too large for the stream")
 	// ErrPayloadUnavailable is returned by [Queue.Restore] when a dead
 	// letter's payload cannot be read back from the payload bucket: the
@@ -29,8 +29,28 @@ var (
 	// ErrMalformed is the cause recorded (in [MetaLastError]) on a message
 	// dead-lettered because its floodgate metadata could not be parsed.
 	ErrMalformed = errors.New("retryqueue: malformed metadata")
+	// ErrRouteMismatch is the cause recorded on a drained message
+	// dead-lettered with [DeadReasonRoute]: its route metadata did not match
+	// the subject it was stored under, or the subject was outside the
+	// drainer's route.
+	ErrRouteMismatch = errors.New("retryqueue: route mismatch")
 )
 
 // ErrStreamConfig is returned by [Provision] when an existing retry or
 // dead-letter stream has settings under which it would lose messages.
 var ErrStreamConfig = errors.New("retryqueue: stream would lose messages")
+
+// ErrPreviousLayout is returned, with [ErrStreamConfig], by [Provision]
+// when a retry or dead-letter stream has the subject layout of the previous
+// release: its own name as its only subject, shared by every service. Stop
+// the previous release's services and drainers, then run [Migrate], which
+// moves the stream's messages to route subjects and loses none.
+var ErrPreviousLayout = errors.New("retryqueue: stream has the previous release's subject layout")
+
+// ErrRouteConflict is returned by [Drainer.Run] when its durable consumer
+// cannot be created as its route needs: a consumer of that name exists
+// with another filter subject (another route's), or the work-queue retry
+// stream refuses it because another consumer's filter overlaps it (a
+// service-wide drainer beside a per-partner one, or an unfiltered consumer
+// of the previous release). The message names the setting.
+var ErrRouteConflict = errors.New("retryqueue: drain consumer conflicts with another route's")

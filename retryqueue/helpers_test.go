@@ -58,6 +58,7 @@ func newEnv(t *testing.T, url string, mod func(*retryqueue.Config)) env {
 	e.pub = pub
 	e.cfg = retryqueue.Config{
 		Publisher:       pub,
+		Service:         "svc",
 		RetryTopic:      natstest.Name(t, "retry"),
 		DeadLetterTopic: natstest.Name(t, "dead"),
 		PublishTimeout:  2 * time.Second,
@@ -122,5 +123,17 @@ func wantMeta(t *testing.T, m *message.Message, want map[string]string) {
 		case v != "<absent>" && got != v:
 			t.Errorf("metadata %s = %q, want %q", k, got, v)
 		}
+	}
+}
+
+// nopJetStream is a JetStream for queues that never publish (configuration
+// and metadata tests); any call panics.
+type nopJetStream struct{ jetstream.JetStream }
+
+// publishRaw stores m under subject as it is: no route metadata is added.
+func publishRaw(t *testing.T, e env, subject string, m *message.Message) {
+	t.Helper()
+	if _, err := e.js.PublishMsg(testCtx(t), jsq.Marshal(subject, m)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -108,6 +108,7 @@ const (
 // drainer.
 type slot struct {
 	uuid   string // the drained message's
+	route  route  // the route it was drained from
 	mu     sync.Mutex
 	what   outcome
 	reason Reason

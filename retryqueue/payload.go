@@ -54,20 +54,15 @@ const maxChunk = 128 * 1024
 // without payload does not fit, the message's own metadata goes to the
 // bucket too. Each object is confirmed before the dead letter is published,
 // so a nil error means both are durable.
-func (q *Queue) deadLetterTooLarge(ctx context.Context, c *message.Message) error {
-	err := q.keepAside(ctx, c)
+func (q *Queue) deadLetterTooLarge(ctx context.Context, subject string, c *message.Message) error {
+	err := q.keepAside(ctx, subject, c)
 	if err != nil {
 		q.failed.Add(1)
 	}
 	return err
 }
 
-func (q *Queue) keepAside(ctx context.Context, c *message.Message) error {
-	topic := q.cfg.DeadLetterTopic
-	if q.cfg.JetStream == nil {
-		return fmt.Errorf("%w: %w: %s to %q: no Config.JetStream to keep the payload in bucket %q",
-			ErrPublish, ErrTooLarge, c.UUID, topic, q.cfg.PayloadBucket)
-	}
+func (q *Queue) keepAside(ctx context.Context, topic string, c *message.Message) error {
 	name := objectName(c.UUID, c.Payload)
 	if err := q.putObject(ctx, name, c.Payload); err != nil {
 		return fmt.Errorf("%w: %w: %s: payload to bucket %q: %w", ErrPublish, ErrTooLarge, c.UUID, q.cfg.PayloadBucket, err)

@@ -5,28 +5,36 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // RetryStreamConfig returns the stream [Provision] creates for the retry
-// topic: the topic as name and only subject, file storage, work-queue
-// retention (a message is removed once the drainer acked it, so the stream
-// holds exactly the backlog). A work-queue stream accepts only one consumer
-// without a subject filter: the drainer's durable consumer. Read it for
-// inspection with direct gets, or stream info.
+// topic: the topic as name, the subjects topic.> (one subject per route,
+// [RouteSubject]), file storage, work-queue retention (a message is removed
+// once the drainer acked it, so the stream holds exactly the backlog).
+// A work-queue stream refuses two consumers whose filter subjects overlap:
+// each route's drainer filters on its own subject, so two routes can never
+// share a consumer, and a configuration that would is refused when the
+// drainer starts ([ErrRouteConflict]). Read it for inspection with direct
+// gets, or stream info.
 func RetryStreamConfig(topic string) jetstream.StreamConfig {
 	c := jsq.StreamConfig(topic)
+	c.Subjects = []string{StreamSubjects(topic)}
 	c.Retention = jetstream.WorkQueuePolicy
 	return c
 }
 
 // DeadLetterStreamConfig returns the stream [Provision] creates for the
-// dead-letter topic: the topic as name and only subject, file storage,
-// limits retention with no limits (dead letters stay until removed).
+// dead-letter topic: the topic as name, the subjects topic.> (one per
+// route), file storage, limits retention with no limits (dead letters stay
+// until removed).
 func DeadLetterStreamConfig(topic string) jetstream.StreamConfig {
-	return jsq.StreamConfig(topic)
+	c := jsq.StreamConfig(topic)
+	c.Subjects = []string{StreamSubjects(topic)}
+	return c
 }
 
 // Provision creates the retry stream ([RetryStreamConfig]), the
@@ -36,6 +44,9 @@ func DeadLetterStreamConfig(topic string) jetstream.StreamConfig {
 // are (replicas, placement and storage are the operator's), but one that
 // would lose messages is refused with an error wrapping [ErrStreamConfig]
 // that names the stream and the field:
+//   - a stream of the previous release's layout, whose subjects include
+//     the bare topic (also [ErrPreviousLayout]: run [Migrate]), or whose
+//     subjects lack topic.>;
 //   - a retry stream without work-queue retention;
 //   - any of the three with a limit (MaxAge, MaxMsgs, MaxBytes,
 //     MaxMsgsPerSubject) that discards messages;
@@ -161,8 +172,17 @@ func Depth(ctx context.Context, js jetstream.JetStream, stream, consumer string)
 }
 
 // checkExisting refuses an existing stream whose settings would drop
-// messages floodgate holds.
+// messages floodgate holds, or whose subjects are not the route layout.
 func checkExisting(got, want jetstream.StreamConfig) error {
+	if want.Subjects != nil {
+		if slices.Contains(got.Subjects, got.Name) {
+			return fmt.Errorf("%w: %w: stream %q has subjects %q, the previous release's layout (one subject for every service); stop the previous release's services and drainers, then run retryqueue.Migrate with this service's Config to move its messages to route subjects (no message is lost)",
+				ErrStreamConfig, ErrPreviousLayout, got.Name, got.Subjects)
+		}
+		if !slices.Contains(got.Subjects, want.Subjects[0]) {
+			return fmt.Errorf("%w: stream %q has subjects %q; want them to include %q (one subject per route)", ErrStreamConfig, got.Name, got.Subjects, want.Subjects[0])
+		}
+	}
 	switch {
 	case got.Retention != want.Retention:
 		return fmt.Errorf("%w: stream %q has %s retention, want %s", ErrStreamConfig, got.Name, got.Retention, want.Retention)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/floodgate-go/floodgate/jsq"
+	"github.com/floodgate-go/floodgate/partner"
 )
 
 // Queue diverts messages to the retry topic and dead-letters them. It never
@@ -20,7 +21,8 @@ import (
 // stored, and the caller then acks the source (or nacks it on an error). It
 // is safe for concurrent use.
 type Queue struct {
-	cfg Config
+	cfg     Config
+	service string // partner.Token(cfg.Service)
 
 	// keys is the per-key ordering index: backlog messages per key
 	// (Config.OrderingKey only). keysGen grows with every increment, so a
@@ -53,14 +55,30 @@ func New(cfg Config) (*Queue, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
-	return &Queue{cfg: cfg, keys: map[string]int{}}, nil
+	return &Queue{cfg: cfg, service: partner.Token(cfg.Service), keys: map[string]int{}}, nil
 }
 
-// RetryTopic returns the retry topic (and stream) name.
+// RetryTopic returns the retry stream name.
 func (q *Queue) RetryTopic() string { return q.cfg.RetryTopic }
 
-// DeadLetterTopic returns the dead-letter topic (and stream) name.
+// DeadLetterTopic returns the dead-letter stream name.
 func (q *Queue) DeadLetterTopic() string { return q.cfg.DeadLetterTopic }
+
+// Service returns the route's service name ([Config.Service]).
+func (q *Queue) Service() string { return q.cfg.Service }
+
+// Partner returns the partner key of the queue's route ([Config.Partner]).
+func (q *Queue) Partner() string { return q.cfg.Partner }
+
+// RetrySubject returns the subject [Queue.Divert] publishes to:
+// [RouteSubject](RetryTopic, Service, Partner).
+func (q *Queue) RetrySubject() string { return q.routeOf(q.cfg.Partner).subject(q.cfg.RetryTopic) }
+
+// DeadLetterSubject returns the subject [Queue.DeadLetter] publishes to:
+// [RouteSubject](DeadLetterTopic, Service, Partner).
+func (q *Queue) DeadLetterSubject() string {
+	return q.routeOf(q.cfg.Partner).subject(q.cfg.DeadLetterTopic)
+}
 
 // Stats returns the counters.
 func (q *Queue) Stats() QueueStats {
@@ -71,9 +89,14 @@ func (q *Queue) Stats() QueueStats {
 	}
 }
 
-// Divert publishes a copy of msg to the retry topic and returns nil once the
-// broker confirmed it; the caller then acks msg. The copy keeps msg's UUID,
-// payload and metadata (except [jsq.Reserved] keys) and sets:
+// Divert publishes a copy of msg to the queue's retry subject
+// ([Queue.RetrySubject]) and returns nil once the broker confirmed it; the
+// caller then acks msg. A message a [Drainer] handed over (ctx is its
+// context) goes back to the route it was drained from instead. The copy
+// keeps msg's UUID, payload and metadata (except [jsq.Reserved] keys) and
+// sets:
+//   - the route: [MetaService], [MetaPartnerToken] and [MetaPartner],
+//     replacing any msg carried;
 //   - [MetaAttempt]: incremented for [ReasonFailure] only (a message rejected
 //     by the breaker was not attempted); 0 if absent otherwise;
 //   - [MetaReason], [MetaDivertedAt], [MetaDiversions] (incremented);
@@ -127,11 +150,22 @@ func (q *Queue) Divert(ctx context.Context, msg *message.Message, reason Reason,
 // others). The middleware uses it to report dead letters as such. It
 // returns the errors Divert returns.
 func (q *Queue) Route(ctx context.Context, msg *message.Message, reason Reason, cause error) (deadReason string, err error) {
+	return q.RouteTo(ctx, msg, q.cfg.Partner, reason, cause)
+}
+
+// RouteTo is [Queue.Route] for the route of partner key partnerKey (any
+// byte string, see [partner.Token]) instead of [Config.Partner]: the copy
+// goes to [RouteSubject](RetryTopic, Service, partnerKey), or dead-lettered
+// to the same route under DeadLetterTopic, for a drainer of that route. A
+// message a [Drainer] handed over keeps the route it was drained from,
+// whatever partnerKey says. Safe for concurrent use.
+func (q *Queue) RouteTo(ctx context.Context, msg *message.Message, partnerKey string, reason Reason, cause error) (deadReason string, err error) {
 	if !reason.Valid() {
 		return "", fmt.Errorf("%w: %q", ErrInvalidReason, reason)
 	}
+	r := q.resolve(ctx, msg, partnerKey)
 	if why, bad := q.Malformed(msg); bad {
-		return q.deadLetter(ctx, msg, DeadReasonMalformed, fmt.Errorf("%w: %s", ErrMalformed, why))
+		return q.deadLetter(ctx, msg, r, DeadReasonMalformed, fmt.Errorf("%w: %s", ErrMalformed, why))
 	}
 	now := q.cfg.Clock.Now()
 	attempt := Attempt(msg)
@@ -182,9 +216,9 @@ func (q *Queue) Route(ctx context.Context, msg *message.Message, reason Reason, 
 	}
 	switch {
 	case reason == ReasonFailure && attempt >= q.cfg.MaxAttempts:
-		return q.deadLetter(ctx, c, DeadReasonMaxAttempts, lastErr)
+		return q.deadLetter(ctx, c, r, DeadReasonMaxAttempts, lastErr)
 	case now.Sub(first) >= q.cfg.MaxAge:
-		return q.deadLetter(ctx, c, DeadReasonMaxAge, lastErr)
+		return q.deadLetter(ctx, c, r, DeadReasonMaxAge, lastErr)
 	}
 	if LeftInPlace(ctx, msg, reason) {
 		// A drained message the breaker turned away: the drainer leaves
@@ -198,12 +232,13 @@ func (q *Queue) Route(ctx context.Context, msg *message.Message, reason Reason, 
 	// Count the key before the publish, so no live message of the key can
 	// pass between the confirmation and the count; undo on failure.
 	q.hold(key)
-	if err := q.publish(ctx, q.cfg.RetryTopic, c); err != nil {
+	q.stamp(c, r)
+	if err := q.publish(ctx, r.subject(q.cfg.RetryTopic), c); err != nil {
 		q.Release(key)
 		if errors.Is(err, ErrTooLarge) {
 			// Not even the compacted copy fits: it would fail on every
 			// redelivery, so it ends here, its payload kept aside.
-			return q.deadLetter(ctx, c, DeadReasonTooLarge, lastErr)
+			return q.deadLetter(ctx, c, r, DeadReasonTooLarge, lastErr)
 		}
 		return "", err
 	}
@@ -225,8 +260,10 @@ func LeftInPlace(ctx context.Context, msg *message.Message, reason Reason) bool 
 	return reason != ReasonFailure && reason != ReasonNotAttempted && slotFor(ctx, msg) != nil
 }
 
-// DeadLetter publishes a copy of msg to the dead-letter topic and returns nil
-// once the broker confirmed it; the caller then acks msg. Dead letters are
+// DeadLetter publishes a copy of msg to the queue's dead-letter subject
+// ([Queue.DeadLetterSubject]; a drained message's own route under
+// DeadLetterTopic) and returns nil once the broker confirmed it; the caller
+// then acks msg. The copy carries its route as [Queue.Divert]'s does. Dead letters are
 // never redelivered automatically. The copy keeps msg's UUID, payload and
 // metadata (its history: attempt, first_diverted_at, last_error, ...) and
 // sets [MetaDeadReason] = reason, [MetaDeadAt], [MetaOriginalTopic] (as
@@ -243,15 +280,22 @@ func LeftInPlace(ctx context.Context, msg *message.Message, reason Reason) bool 
 // cancellation, and returns an error wrapping [ErrPublish] if the publish
 // was not confirmed; the caller must then nack msg.
 func (q *Queue) DeadLetter(ctx context.Context, msg *message.Message, reason string, cause error) error {
-	_, err := q.deadLetter(ctx, msg, reason, cause)
+	return q.DeadLetterTo(ctx, msg, q.cfg.Partner, reason, cause)
+}
+
+// DeadLetterTo is [Queue.DeadLetter] for the route of partner key
+// partnerKey instead of [Config.Partner] (see [Queue.RouteTo]).
+func (q *Queue) DeadLetterTo(ctx context.Context, msg *message.Message, partnerKey string, reason string, cause error) error {
+	_, err := q.deadLetter(ctx, msg, q.resolve(ctx, msg, partnerKey), reason, cause)
 	return err
 }
 
-// deadLetter dead-letters msg and returns the reason the dead letter
-// carries: reason, or the too-large reason when its payload had to be kept
-// aside.
-func (q *Queue) deadLetter(ctx context.Context, msg *message.Message, reason string, cause error) (string, error) {
+// deadLetter dead-letters msg under route r and returns the reason the
+// dead letter carries: reason, or the too-large reason when its payload had
+// to be kept aside.
+func (q *Queue) deadLetter(ctx context.Context, msg *message.Message, r route, reason string, cause error) (string, error) {
 	c := q.copy(msg)
+	q.stamp(c, r)
 	var dropped []string
 	for k := range c.Metadata {
 		if !jsq.ValidHeaderKey(k) {
@@ -273,13 +317,14 @@ func (q *Queue) deadLetter(ctx context.Context, msg *message.Message, reason str
 		entry.Error = truncate(cause.Error(), q.cfg.MaxErrorLen)
 	}
 	appendHistory(c, entry, q.cfg.MaxHistory)
-	err := q.publish(ctx, q.cfg.DeadLetterTopic, c)
+	subject := r.subject(q.cfg.DeadLetterTopic)
+	err := q.publish(ctx, subject, c)
 	if errors.Is(err, ErrTooLarge) {
 		if reason != DeadReasonTooLarge {
 			reason = truncate(DeadReasonTooLarge+": "+reason, q.cfg.MaxErrorLen)
 			c.Metadata.Set(MetaDeadReason, reason)
 		}
-		err = q.deadLetterTooLarge(ctx, c)
+		err = q.deadLetterTooLarge(ctx, subject, c)
 	}
 	if err != nil {
 		return reason, err
@@ -311,26 +356,44 @@ func (q *Queue) copy(msg *message.Message) *message.Message {
 	return c
 }
 
-// publish publishes m to topic bounded by PublishTimeout on a context
-// detached from ctx's cancellation.
-func (q *Queue) publish(ctx context.Context, topic string, m *message.Message) error {
-	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.cfg.PublishTimeout)
-	defer cancel()
-	var err error
-	if cp, ok := q.cfg.Publisher.(ContextPublisher); ok {
-		err = cp.PublishContext(pctx, topic, m)
-	} else {
+// publish publishes m to subject through JetStream, awaiting the PubAck,
+// bounded by PublishTimeout on a context detached from ctx's cancellation.
+func (q *Queue) publish(ctx context.Context, subject string, m *message.Message) error {
+	return q.publishWith(ctx, subject, m, func(pctx context.Context) error {
+		_, err := q.cfg.JetStream.PublishMsg(pctx, jsq.Marshal(subject, m))
+		return err
+	})
+}
+
+// publishTopic publishes m to a Watermill topic through the Publisher,
+// bounded as publish is: the path of a restored too-large dead letter
+// back to its original topic.
+func (q *Queue) publishTopic(ctx context.Context, topic string, m *message.Message) error {
+	return q.publishWith(ctx, topic, m, func(pctx context.Context) error {
+		if cp, ok := q.cfg.Publisher.(ContextPublisher); ok {
+			return cp.PublishContext(pctx, topic, m)
+		}
 		done := make(chan error, 1)
 		go func() { done <- q.cfg.Publisher.Publish(topic, m) }()
 		select {
-		case err = <-done:
+		case err := <-done:
+			return err
 		case <-pctx.Done():
-			err = pctx.Err()
+			return pctx.Err()
 		}
-	}
+	})
+}
+
+// publishWith runs send bounded by PublishTimeout on a context detached
+// from ctx's cancellation, compacting m once if it is too large.
+func (q *Queue) publishWith(ctx context.Context, topic string, m *message.Message, send func(context.Context) error) error {
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.cfg.PublishTimeout)
+	defer cancel()
+	err := send(pctx)
+	cancel()
 	if tooLarge(err) {
 		if compact(m) {
-			return q.publish(ctx, topic, m) // once: compact reports false the second time
+			return q.publishWith(ctx, topic, m, send) // once: compact reports false the second time
 		}
 		// Not counted as a publish error: the caller dead-letters the
 		// message with its payload kept aside.

@@ -199,7 +199,7 @@ func TestLastErrorIsBounded(t *testing.T) {
 }
 
 func TestMalformed(t *testing.T) {
-	q, err := retryqueue.New(retryqueue.Config{Publisher: nopPublisher{}})
+	q, err := retryqueue.New(retryqueue.Config{Publisher: nopPublisher{}, JetStream: nopJetStream{}, Service: "svc"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func hourPublisher(t *testing.T, url string) *jsq.Publisher {
 
 func TestDivertWithoutRetryStreamFails(t *testing.T) {
 	e := newEnv(t, natstest.URL(t), nil)
-	q, err := retryqueue.New(retryqueue.Config{Publisher: hourPublisher(t, e.url), RetryTopic: natstest.Name(t, "unprovisioned"), PublishTimeout: time.Second})
+	q, err := retryqueue.New(retryqueue.Config{Publisher: hourPublisher(t, e.url), Service: "svc", RetryTopic: natstest.Name(t, "unprovisioned"), PublishTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +283,7 @@ func TestDivertWithoutRetryStreamFails(t *testing.T) {
 func TestDivertWithServerDownFails(t *testing.T) {
 	srv := natstest.Server(t)
 	e := newEnv(t, srv.ClientURL(), func(c *retryqueue.Config) { c.PublishTimeout = 300 * time.Millisecond })
-	q, err := retryqueue.New(retryqueue.Config{Publisher: hourPublisher(t, srv.ClientURL()), RetryTopic: e.cfg.RetryTopic,
+	q, err := retryqueue.New(retryqueue.Config{Publisher: hourPublisher(t, srv.ClientURL()), Service: "svc", RetryTopic: e.cfg.RetryTopic,
 		DeadLetterTopic: e.cfg.DeadLetterTopic, PublishTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -306,42 +306,13 @@ func TestDivertWithServerDownFails(t *testing.T) {
 // its own timeout.
 type plainPublisher struct{ message.Publisher }
 
-type blockingPublisher struct{ release chan struct{} }
-
-func (b blockingPublisher) Publish(string, ...*message.Message) error { <-b.release; return nil }
-func (b blockingPublisher) Close() error                              { return nil }
-
 type nopPublisher struct{}
 
 func (nopPublisher) Publish(string, ...*message.Message) error { return nil }
 func (nopPublisher) Close() error                              { return nil }
 
-func TestDivertWithPlainPublisher(t *testing.T) {
-	e := newEnv(t, natstest.URL(t), nil)
-	q, err := retryqueue.New(retryqueue.Config{Publisher: plainPublisher{e.pub}, RetryTopic: e.cfg.RetryTopic, DeadLetterTopic: e.cfg.DeadLetterTopic})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Divert(context.Background(), message.NewMessage("u", nil), retryqueue.ReasonOpen, errOpen); err != nil {
-		t.Fatal(err)
-	}
-	if n := streamCount(t, e.js, e.cfg.RetryTopic); n != 1 {
-		t.Fatalf("retry stream has %d messages, want 1", n)
-	}
-
-	bp := blockingPublisher{release: make(chan struct{})}
-	defer close(bp.release)
-	q, err = retryqueue.New(retryqueue.Config{Publisher: bp, PublishTimeout: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := q.Divert(context.Background(), message.NewMessage("u", nil), retryqueue.ReasonOpen, errOpen); !errors.Is(err, retryqueue.ErrPublish) || !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("blocking publisher: err = %v, want ErrPublish and DeadlineExceeded", err)
-	}
-}
-
 func TestInvalidReason(t *testing.T) {
-	q, _ := retryqueue.New(retryqueue.Config{Publisher: nopPublisher{}})
+	q, _ := retryqueue.New(retryqueue.Config{Publisher: nopPublisher{}, JetStream: nopJetStream{}, Service: "svc"})
 	if err := q.Divert(context.Background(), message.NewMessage("u", nil), "later", nil); !errors.Is(err, retryqueue.ErrInvalidReason) {
 		t.Fatalf("err = %v, want ErrInvalidReason", err)
 	}
@@ -354,15 +325,15 @@ func TestConfigValidation(t *testing.T) {
 		field string
 	}{
 		{"no publisher", retryqueue.Config{}, "Publisher"},
-		{"negative timeout", retryqueue.Config{Publisher: nopPublisher{}, PublishTimeout: -1}, "PublishTimeout"},
-		{"attempts", retryqueue.Config{Publisher: nopPublisher{}, MaxAttempts: -2}, "MaxAttempts"},
-		{"age", retryqueue.Config{Publisher: nopPublisher{}, MaxAge: -time.Hour}, "MaxAge"},
-		{"error len", retryqueue.Config{Publisher: nopPublisher{}, MaxErrorLen: 8}, "MaxErrorLen"},
-		{"history", retryqueue.Config{Publisher: nopPublisher{}, MaxHistory: 101}, "MaxHistory"},
-		{"retry after", retryqueue.Config{Publisher: nopPublisher{}, MaxRetryAfter: -time.Second}, "MaxRetryAfter"},
-		{"same topics", retryqueue.Config{Publisher: nopPublisher{}, RetryTopic: "x", DeadLetterTopic: "x"}, "DeadLetterTopic"},
-		{"dotted topic", retryqueue.Config{Publisher: nopPublisher{}, RetryTopic: "retry.queue"}, "RetryTopic"},
-		{"bucket", retryqueue.Config{Publisher: nopPublisher{}, PayloadBucket: "dead@payloads"}, "PayloadBucket"},
+		{"negative timeout", retryqueue.Config{Publisher: nopPublisher{}, JetStream: nopJetStream{}, Service: "svc", PublishTimeout: -1}, "PublishTimeout"},
+		{"attempts", retryqueue.Config{Publisher: nopPublisher{}, JetStream: nopJetStream{}, Service: "svc", MaxAttempts: -2}, "MaxAttempts"},
+		{"age", retryqueue.Config{Publisher: nopPublisher{}, JetStream: nopJetStream{}, Service: "svc", MaxAge: -time.Hour}, "MaxAge"},
+		{"error len", retryqueue.Config{Publisher: nopPublisher{}, JetStream: nopJetStream{}, Service: "svc", MaxErrorLen: 8}, "MaxErrorLen"},
+		{"history", retryqueue.Config{Publisher: nopPublisher{}, JetStream: nopJetStream{}, Service: "svc", MaxHistory: 101}, "MaxHistory"},
+		{"retry after", retryqueue.Config{Publisher: nopPublisher{}, JetStream: nopJetStream{}, Service: "svc", MaxRetryAfter: -time.Second}, "MaxRetryAfter"},
+		{"same topics", retryqueue.Config{Publisher: nopPublisher{}, JetStream: nopJetStream{}, Service: "svc", RetryTopic: "x", DeadLetterTopic: "x"}, "DeadLetterTopic"},
+		{"dotted topic", retryqueue.Config{Publisher: nopPublisher{}, JetStream: nopJetStream{}, Service: "svc", RetryTopic: "retry.queue"}, "RetryTopic"},
+		{"bucket", retryqueue.Config{Publisher: nopPublisher{}, JetStream: nopJetStream{}, Service: "svc", PayloadBucket: "dead@payloads"}, "PayloadBucket"},
 	}
 	for _, c := range cases {
 		_, err := retryqueue.New(c.cfg)
@@ -557,7 +528,7 @@ func TestDivertHonoursRetryAfter(t *testing.T) {
 
 // MaxRetryAfter defaults to 1h, or MaxAge when that is shorter.
 func TestMaxRetryAfterDefault(t *testing.T) {
-	if err := (retryqueue.Config{Publisher: nopPublisher{}, MaxAge: 30 * time.Minute}).Validate(); err != nil {
+	if err := (retryqueue.Config{Publisher: nopPublisher{}, JetStream: nopJetStream{}, Service: "svc", MaxAge: 30 * time.Minute}).Validate(); err != nil {
 		t.Errorf("MaxAge 30m, MaxRetryAfter unset: %v", err)
 	}
 	clock := newFakeClock()

@@ -10,12 +10,22 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/floodgate-go/floodgate/jsq"
+	"github.com/floodgate-go/floodgate/partner"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // ReplayFilter selects the dead letters [Queue.Replay] moves. The zero
 // value selects all of them.
 type ReplayFilter struct {
+	// Service selects dead letters of this service's routes (the service
+	// token of their subject, [RouteSubject]).
+	// Optional. Default "": any service.
+	Service string
+	// Partner selects dead letters of this partner key's routes (the
+	// partner token of their subject). It does not select [DefaultPartner]
+	// when empty: use DefaultPartner for those.
+	// Optional. Default "": any partner.
+	Partner string
 	// OriginalTopic selects dead letters whose [MetaOriginalTopic] is this
 	// topic.
 	// Optional. Default "": any topic.
@@ -63,15 +73,21 @@ type ReplaySkip struct {
 
 // Replay moves the dead letters selected by f back into the retry queue,
 // oldest first, and returns what it did. Only dead letters stored when it
-// starts are looked at. For each selected one it publishes a copy to the
-// retry topic and, only after JetStream confirmed that publish, deletes the
+// starts are looked at, of every route (narrow with f.Service and
+// f.Partner). For each selected one it publishes a copy to the retry
+// subject of the dead letter's own route (its subject
+// DeadLetterTopic.<service>.<partner> becomes RetryTopic.<service>.<partner>,
+// whatever the queue's own route) and, only after JetStream confirmed that
+// publish, deletes the
 // dead letter from its stream: a crash in between leaves both copies (a
 // duplicate later, never a loss). The copy keeps the UUID, payload and
 // metadata, with [MetaDeadReason], [MetaDeadAt], [MetaNotBefore] and
 // [MetaNotAttempted] removed, [MetaAttempt] reset to 0 and [MetaFirstDivertedAt] set to now
 // (so [Config.MaxAttempts] and [Config.MaxAge] count afresh),
 // [MetaReason] = [ReasonReplay], [MetaReplays] incremented and a
-// [EventReplayed] entry added to [MetaHistory].
+// [EventReplayed] entry added to [MetaHistory]. A dead letter stored by the
+// previous release (on the bare DeadLetterTopic subject) has no route: it
+// is listed in [ReplayResult.Skipped] until [Migrate] moved it.
 //
 // A dead letter whose payload was kept in the payload bucket
 // ([DeadReasonTooLarge]) does not fit the retry stream: it goes back to its
@@ -136,7 +152,8 @@ func (q *Queue) Replay(ctx context.Context, js jetstream.JetStream, f ReplayFilt
 			}
 			res.Scanned++
 			wm := jsq.Unmarshal(jm)
-			if !f.selects(wm, md.Timestamp, now) {
+			r, routed := routeFromSubject(q.cfg.DeadLetterTopic, jm.Subject())
+			if !f.selects(wm, r, routed, md.Timestamp, now) {
 				done = done || md.Sequence.Stream == last || md.NumPending == 0
 				continue
 			}
@@ -155,8 +172,11 @@ func (q *Queue) Replay(ctx context.Context, js jetstream.JetStream, f ReplayFilt
 				}
 				res.Replayed++
 				res.Restored++
+			case !routed:
+				res.Skipped = append(res.Skipped, ReplaySkip{UUID: wm.UUID, Why: fmt.Sprintf(
+					"subject %q names no route (a dead letter of the previous release): run retryqueue.Migrate first", jm.Subject())})
 			default:
-				if err := q.replayOne(ctx, st, wm, md.Sequence.Stream, now); err != nil {
+				if err := q.replayOne(ctx, st, wm, r, md.Sequence.Stream, now); err != nil {
 					return res, err
 				}
 				res.Replayed++
@@ -174,7 +194,13 @@ func (q *Queue) Replay(ctx context.Context, js jetstream.JetStream, f ReplayFilt
 	}
 }
 
-func (f ReplayFilter) selects(m *message.Message, stored, now time.Time) bool {
+func (f ReplayFilter) selects(m *message.Message, r route, routed bool, stored, now time.Time) bool {
+	if f.Service != "" && (!routed || r.service != partner.Token(f.Service)) {
+		return false
+	}
+	if f.Partner != "" && (!routed || r.partnerToken != partner.Token(f.Partner)) {
+		return false
+	}
 	if f.OriginalTopic != "" && m.Metadata.Get(MetaOriginalTopic) != f.OriginalTopic {
 		return false
 	}
@@ -191,8 +217,10 @@ func (f ReplayFilter) selects(m *message.Message, stored, now time.Time) bool {
 }
 
 // replayOne publishes the retry copy of dead letter wm (stream sequence
-// seq) and then deletes the dead letter.
-func (q *Queue) replayOne(ctx context.Context, st jetstream.Stream, wm *message.Message, seq uint64, now time.Time) error {
+// seq, route r: its subject's) to r's retry subject and then deletes the
+// dead letter. The copy keeps the dead letter's route metadata: a drainer
+// of r checks it.
+func (q *Queue) replayOne(ctx context.Context, st jetstream.Stream, wm *message.Message, r route, seq uint64, now time.Time) error {
 	c := q.copy(wm)
 	for _, k := range []string{MetaDeadReason, MetaDeadAt, MetaNotBefore, MetaNotAttempted} {
 		delete(c.Metadata, k)
@@ -208,7 +236,7 @@ func (q *Queue) replayOne(ctx context.Context, st jetstream.Stream, wm *message.
 	appendHistory(c, HistoryEntry{At: now.UTC(), Event: EventReplayed, Reason: string(ReasonReplay)}, q.cfg.MaxHistory)
 	key := q.key(c)
 	q.hold(key)
-	if err := q.publish(ctx, q.cfg.RetryTopic, c); err != nil {
+	if err := q.publish(ctx, r.subject(q.cfg.RetryTopic), c); err != nil {
 		q.Release(key)
 		return err
 	}
@@ -240,7 +268,7 @@ func (q *Queue) replayTooLarge(ctx context.Context, st jetstream.Stream, wm *mes
 			orig.Metadata.Set(k, v)
 		}
 	}
-	if err := q.publish(ctx, topic, orig); errors.Is(err, ErrTooLarge) {
+	if err := q.publishTopic(ctx, topic, orig); errors.Is(err, ErrTooLarge) {
 		return fmt.Sprintf("does not fit its original topic %q either: %v", topic, err), nil
 	} else if err != nil {
 		return "", err

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/floodgate-go/floodgate/internal/natsserver"
@@ -258,24 +257,6 @@ func TestProvisionRefusesSmallMaxMsgSize(t *testing.T) {
 	}
 }
 
-// A queue without JetStream for the bucket reports a too-large message as
-// an unconfirmed publish (the source is nacked), never as stored.
-func TestTooLargeWithoutJetStreamIsNotConfirmed(t *testing.T) {
-	e := newEnv(t, smallServer(t), nil)
-	src, _ := fillMaxPayload(t, e, 600)
-	q, err := retryqueue.New(retryqueue.Config{Publisher: plainPublisher{e.pub}, RetryTopic: e.cfg.RetryTopic, DeadLetterTopic: e.cfg.DeadLetterTopic, PublishTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = q.Divert(context.Background(), src, retryqueue.ReasonOpen, nil)
-	if !errors.Is(err, retryqueue.ErrTooLarge) || !errors.Is(err, retryqueue.ErrPublish) {
-		t.Fatalf("Divert = %v, want ErrTooLarge and ErrPublish", err)
-	}
-	if n := streamCount(t, e.js, e.cfg.DeadLetterTopic); n != 0 {
-		t.Errorf("dead letters: %d, want 0", n)
-	}
-}
-
 // A retry stream whose MaxMsgSize (not the server's max_payload) refuses
 // the copy counts as too large as well: the server's error is recognised.
 func TestDivertTooLargeForStreamMaxMsgSize(t *testing.T) {
@@ -287,7 +268,7 @@ func TestDivertTooLargeForStreamMaxMsgSize(t *testing.T) {
 		t.Fatal(err)
 	}
 	natstest.DeleteStreams(t, e.js, small)
-	q, err := retryqueue.New(retryqueue.Config{Publisher: e.pub, RetryTopic: small, DeadLetterTopic: e.cfg.DeadLetterTopic})
+	q, err := retryqueue.New(retryqueue.Config{Publisher: e.pub, Service: "svc", RetryTopic: small, DeadLetterTopic: e.cfg.DeadLetterTopic})
 	if err != nil {
 		t.Fatal(err)
 	}

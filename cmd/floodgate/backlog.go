@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/floodgate-go/floodgate/jsq"
+	fgpartner "github.com/floodgate-go/floodgate/partner"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
@@ -36,6 +37,30 @@ type streamFlags struct {
 	format     string
 	timeout    time.Duration
 	progress   bool
+	route      routeFlags
+}
+
+// routeFlags select one service's or one partner's routes
+// (retryqueue.RouteSubject); empty: any.
+type routeFlags struct{ service, partner string }
+
+func (r *routeFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&r.service, "service", "", "only the routes of this `service` (retryqueue.Config.Service, e.g. \"orders/as2\" derived from Source and Handler; default: any)")
+	fs.StringVar(&r.partner, "partner", "", "only the routes of this partner `key` (retryqueue.Config.Partner, \"default\" when unset; default: any)")
+}
+
+// subject is the filter subject of the selected routes under stream, ""
+// for any.
+func (r routeFlags) subject(stream string) string {
+	switch {
+	case r.service != "" && r.partner != "":
+		return retryqueue.RouteSubject(stream, r.service, r.partner)
+	case r.service != "":
+		return retryqueue.ServiceSubjects(stream, r.service)
+	case r.partner != "":
+		return stream + ".*." + fgpartner.Token(r.partner)
+	}
+	return ""
 }
 
 func (f *streamFlags) register(fs *flag.FlagSet) {
@@ -44,6 +69,7 @@ func (f *streamFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.deadTopic, "dead-topic", defaultDeadTopic, "dead-letter stream (retryqueue.Config.DeadLetterTopic)")
 	fs.StringVar(&f.format, "format", "table", "output `format`: table or json")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Minute, "give up after this long, in (0, 24h]")
+	f.route.register(fs)
 	fs.BoolVar(&f.progress, "progress", false, "draw a progress bar on stderr even when it is not a terminal (it is drawn on a terminal anyway)")
 }
 
@@ -153,7 +179,7 @@ var errStreamNotFound = errors.New("stream not found")
 // after seq"): no consumer is created, so it is safe on the work-queue
 // retry stream, whose only consumer must be the drainer's. It returns the
 // number of messages the stream held when the scan started.
-func scanStream(ctx context.Context, js jetstream.JetStream, stream string, prog func(total uint64) *progressBar, fn func(storedMsg) error) (uint64, error) {
+func scanStream(ctx context.Context, js jetstream.JetStream, stream, subject string, prog func(total uint64) *progressBar, fn func(storedMsg) error) (uint64, error) {
 	st, err := js.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return 0, fmt.Errorf("%w: %s", errStreamNotFound, stream)
@@ -165,9 +191,11 @@ func scanStream(ctx context.Context, js jetstream.JetStream, stream string, prog
 	if info.State.Msgs == 0 {
 		return 0, nil
 	}
-	subject := ">"
-	if len(info.Config.Subjects) == 1 {
-		subject = info.Config.Subjects[0]
+	if subject == "" {
+		subject = ">"
+		if len(info.Config.Subjects) == 1 {
+			subject = info.Config.Subjects[0]
+		}
 	}
 	bar := prog(info.State.Msgs)
 	defer bar.done()
@@ -206,6 +234,16 @@ type streamDepth struct {
 	Exists   bool         `json:"exists"`
 	Messages uint64       `json:"messages"`
 	ByTopic  []topicDepth `json:"by_original_topic"`
+	ByRoute  []routeDepth `json:"by_route"`
+}
+
+// routeDepth is one route's share of a stream (its floodgate_service and
+// floodgate_partner headers; both empty for a message of the previous
+// release's layout).
+type routeDepth struct {
+	Service  string `json:"service"`
+	Partner  string `json:"partner"`
+	Messages uint64 `json:"messages"`
 }
 
 // backlogReport is the output of "floodgate backlog".
@@ -256,7 +294,7 @@ func runBacklog(args []string, stdout, stderr io.Writer) int {
 		name string
 		out  *streamDepth
 	}{{f.retryTopic, &rep.Retry}, {f.deadTopic, &rep.Dead}} {
-		d, err := depthByTopic(ctx, js, s.name, func(total uint64) *progressBar {
+		d, err := depthByTopic(ctx, js, s.name, f.route.subject(s.name), func(total uint64) *progressBar {
 			return newProgress(stderr, f.progress, "scanning "+s.name, total)
 		})
 		if err != nil {
@@ -277,10 +315,19 @@ func runBacklog(args []string, stdout, stderr io.Writer) int {
 }
 
 // depthByTopic counts stream's messages by original topic.
-func depthByTopic(ctx context.Context, js jetstream.JetStream, stream string, prog func(uint64) *progressBar) (streamDepth, error) {
-	d := streamDepth{Stream: stream, ByTopic: []topicDepth{}}
+func depthByTopic(ctx context.Context, js jetstream.JetStream, stream, subject string, prog func(uint64) *progressBar) (streamDepth, error) {
+	d := streamDepth{Stream: stream, ByTopic: []topicDepth{}, ByRoute: []routeDepth{}}
 	by := map[string]*topicDepth{}
-	_, err := scanStream(ctx, js, stream, prog, func(m storedMsg) error {
+	routes := map[[2]string]*routeDepth{}
+	_, err := scanStream(ctx, js, stream, subject, prog, func(m storedMsg) error {
+		key := [2]string{m.header.Get(retryqueue.MetaService), m.header.Get(retryqueue.MetaPartner)}
+		if key[1] == "" {
+			key[1] = m.header.Get(retryqueue.MetaPartnerToken)
+		}
+		if routes[key] == nil {
+			routes[key] = &routeDepth{Service: key[0], Partner: key[1]}
+		}
+		routes[key].Messages++
 		topic := m.header.Get(retryqueue.MetaOriginalTopic)
 		if topic == "" {
 			topic = noTopic
@@ -304,6 +351,13 @@ func depthByTopic(ctx context.Context, js jetstream.JetStream, stream string, pr
 	for _, t := range by {
 		d.ByTopic = append(d.ByTopic, *t)
 	}
+	for _, r := range routes {
+		d.ByRoute = append(d.ByRoute, *r)
+	}
+	sort.Slice(d.ByRoute, func(i, j int) bool {
+		a, b := d.ByRoute[i], d.ByRoute[j]
+		return a.Service < b.Service || a.Service == b.Service && a.Partner < b.Partner
+	})
 	sort.Slice(d.ByTopic, func(i, j int) bool {
 		if d.ByTopic[i].Messages != d.ByTopic[j].Messages {
 			return d.ByTopic[i].Messages > d.ByTopic[j].Messages
@@ -331,6 +385,17 @@ func writeBacklogTable(w io.Writer, rep backlogReport, now time.Time) {
 		}
 	}
 	fmt.Fprintf(tw, "total\t\t\t%d\t\t\n", rep.Retry.Messages+rep.Dead.Messages)
+	tw.Flush()
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "\nqueue\tservice\tpartner\tmessages\t")
+	for _, s := range []struct {
+		kind string
+		d    streamDepth
+	}{{"retry", rep.Retry}, {"dead", rep.Dead}} {
+		for _, r := range s.d.ByRoute {
+			fmt.Fprintf(tw, "%s\t%q\t%q\t%d\t\n", s.kind, r.Service, r.Partner, r.Messages)
+		}
+	}
 	tw.Flush()
 }
 

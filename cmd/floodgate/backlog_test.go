@@ -32,7 +32,7 @@ func newStreams(t *testing.T, retry, dead []string) *streams {
 		t.Fatal(err)
 	}
 	if _, err := s.js.CreateOrUpdateConsumer(ctx, s.retry, jetstream.ConsumerConfig{
-		Durable: "floodgate_drainer__" + s.retry, AckPolicy: jetstream.AckExplicitPolicy,
+		Durable: "floodgate_drainer~all", AckPolicy: jetstream.AckExplicitPolicy, FilterSubject: retryqueue.StreamSubjects(s.retry),
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,12 @@ func newStreams(t *testing.T, retry, dead []string) *streams {
 		topics []string
 	}{{s.retry, retry}, {s.dead, dead}} {
 		for i, topic := range st.topics {
-			m := nats.NewMsg(st.name)
+			// The route: the service is named for the topic, partners
+			// alternate.
+			service, p := topic+"/deliver", []string{"p1", "p2"}[i%2]
+			m := nats.NewMsg(retryqueue.RouteSubject(st.name, service, p))
+			m.Header.Set(retryqueue.MetaService, service)
+			m.Header.Set(retryqueue.MetaPartner, p)
 			m.Data = []byte("ISA*00*...~")
 			m.Header.Set("_watermill_message_uuid", "uuid-"+st.name+"-"+string(rune('a'+i)))
 			if topic != "" {
@@ -113,7 +118,7 @@ func TestBacklogByOriginalTopic(t *testing.T) {
 	for n := range names.Name() {
 		cons = append(cons, n)
 	}
-	if len(cons) != 1 || cons[0] != "floodgate_drainer__"+s.retry {
+	if len(cons) != 1 || cons[0] != "floodgate_drainer~all" {
 		t.Errorf("consumers on the retry stream: %v", cons)
 	}
 
@@ -126,8 +131,28 @@ func TestBacklogByOriginalTopic(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, out)
 		}
 	}
-	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 6 || strings.Join(strings.Fields(lines[5]), " ") != "total 7" {
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) < 6 || strings.Join(strings.Fields(lines[5]), " ") != "total 7" {
 		t.Errorf("table: want a header, 4 rows and the total 7:\n%s", out)
+	}
+	if !strings.Contains(strings.Join(strings.Fields(out), " "), `retry "edi_orders/deliver" "p1" 2`) {
+		t.Errorf("table lacks the route rows:\n%s", out)
+	}
+
+	// -service and -partner select routes by subject.
+	for _, c := range []struct {
+		flags       []string
+		retry, dead uint64
+	}{
+		{[]string{"-service", "edi_orders/deliver"}, 2, 2},
+		{[]string{"-partner", "p2"}, 3, 1},
+		{[]string{"-service", "edi_orders/deliver", "-partner", "p1"}, 2, 1},
+		{[]string{"-service", "nobody"}, 0, 0},
+	} {
+		code, out, errOut := runCmd(append([]string{"backlog"}, s.flags(append(c.flags, "-format", "json")...)...)...)
+		var rep backlogReport
+		if code != exitOK || json.Unmarshal([]byte(out), &rep) != nil || rep.Retry.Messages != c.retry || rep.Dead.Messages != c.dead {
+			t.Errorf("backlog %v: exit %d, retry %d dead %d, want %d and %d; %s", c.flags, code, rep.Retry.Messages, rep.Dead.Messages, c.retry, c.dead, errOut)
+		}
 	}
 	if !strings.Contains(errOut, "scanning "+s.retry) || !strings.Contains(errOut, "5/5") || !strings.Contains(errOut, "#") {
 		t.Errorf("progress bar on stderr: %q", errOut)
@@ -300,5 +325,18 @@ func TestReplayCommand(t *testing.T) {
 	code, _, errOut = runCmd("replay", "-h")
 	if code != exitOK || !strings.Contains(errOut, "-original-topic topic") || !strings.Contains(errOut, "alias") {
 		t.Errorf("replay -h: %d %q", code, errOut)
+	}
+}
+
+// purge -service and -partner remove only the selected routes' messages.
+func TestPurgeByRoute(t *testing.T) {
+	s := newStreams(t, []string{"edi_orders", "geofence_triggers", "edi_orders"}, []string{"edi_orders", "geofence_triggers", "edi_orders"})
+	code, out, errOut := runCmd(append([]string{"purge"}, s.flags("-yes", "-queue", "retry", "-service", "edi_orders/deliver", "-partner", "p1", "-format", "json")...)...)
+	var pr purgeReport
+	if code != exitOK || json.Unmarshal([]byte(out), &pr) != nil || pr.Selected != 2 || pr.Purged != 2 {
+		t.Fatalf("purge by route: exit %d, %+v, %q", code, pr, errOut)
+	}
+	if rep := backlogJSON(t, s); rep.Retry.Messages != 1 || rep.Dead.Messages != 3 {
+		t.Fatalf("after purging one route: retry %d dead %d, want 1 and 3", rep.Retry.Messages, rep.Dead.Messages)
 	}
 }

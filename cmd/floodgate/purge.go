@@ -95,7 +95,7 @@ func runPurge(args []string, stdout, stderr io.Writer) int {
 	if olderThan > 0 {
 		rep.OlderThan = olderThan.String()
 	}
-	if err := purge(ctx, js, &rep, origin, olderThan, time.Now(), func(label string, total uint64) *progressBar {
+	if err := purge(ctx, js, &rep, f.route.subject(stream), origin, olderThan, time.Now(), func(label string, total uint64) *progressBar {
 		return newProgress(stderr, f.progress, label, total)
 	}); err != nil {
 		if f.format == "json" {
@@ -127,7 +127,7 @@ func runPurge(args []string, stdout, stderr io.Writer) int {
 
 // purge selects and removes messages of rep.Stream; it fills rep as it
 // goes, so a failure reports what was done.
-func purge(ctx context.Context, js jetstream.JetStream, rep *purgeReport, origin string, olderThan time.Duration, now time.Time, prog func(string, uint64) *progressBar) error {
+func purge(ctx context.Context, js jetstream.JetStream, rep *purgeReport, subject, origin string, olderThan time.Duration, now time.Time, prog func(string, uint64) *progressBar) error {
 	st, err := js.Stream(ctx, rep.Stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("%w: %s", errStreamNotFound, rep.Stream)
@@ -136,7 +136,7 @@ func purge(ctx context.Context, js jetstream.JetStream, rep *purgeReport, origin
 		return fmt.Errorf("stream %s: %w", rep.Stream, err)
 	}
 	info := st.CachedInfo()
-	if origin == "" && olderThan == 0 { // everything stored now: one request
+	if subject == "" && origin == "" && olderThan == 0 { // everything stored now: one request
 		rep.Selected = info.State.Msgs
 		if rep.DryRun || info.State.Msgs == 0 {
 			return nil
@@ -148,7 +148,7 @@ func purge(ctx context.Context, js jetstream.JetStream, rep *purgeReport, origin
 		return nil
 	}
 	var seqs []uint64
-	_, err = scanStream(ctx, js, rep.Stream, func(total uint64) *progressBar { return prog("scanning "+rep.Stream, total) },
+	_, err = scanStream(ctx, js, rep.Stream, subject, func(total uint64) *progressBar { return prog("scanning "+rep.Stream, total) },
 		func(m storedMsg) error {
 			if origin != "" && m.header.Get(retryqueue.MetaOriginalTopic) != origin {
 				return nil

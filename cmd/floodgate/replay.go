@@ -38,6 +38,7 @@ Flags:
 // replayOptions are the flags of "floodgate replay".
 type replayOptions struct {
 	natsURL    string
+	route      routeFlags
 	topic      string
 	olderThan  time.Duration
 	limit      int
@@ -62,6 +63,7 @@ func parseReplayFlags(args []string, stderr io.Writer) (replayOptions, error) {
 	fs.StringVar(&alias, "topic", "", "the same as -original-topic `topic` (an alias kept for old scripts)")
 	fs.DurationVar(&o.olderThan, "older-than", 0, "replay only dead letters dead-lettered at least this long ago, >= 0 (default: any age)")
 	fs.IntVar(&o.limit, "limit", 0, "replay at most this many (oldest first), >= 0 (default 0: no limit)")
+	o.route.register(fs)
 	fs.BoolVar(&o.dryRun, "dry-run", false, "list what would be replayed; move nothing")
 	fs.StringVar(&o.retryTopic, "retry-topic", "floodgate_retry", "retry stream (retryqueue.Config.RetryTopic)")
 	fs.StringVar(&o.deadTopic, "dead-topic", "floodgate_dead", "dead-letter stream (retryqueue.Config.DeadLetterTopic)")
@@ -142,11 +144,13 @@ func replay(ctx context.Context, o replayOptions) (*retryqueue.ReplayResult, err
 		return nil, err
 	}
 	defer pub.Close()
-	q, err := retryqueue.New(retryqueue.Config{Publisher: pub, RetryTopic: o.retryTopic, DeadLetterTopic: o.deadTopic})
+	// Replay puts each dead letter back on its own route: the queue's own
+	// route (Service) is never used.
+	q, err := retryqueue.New(retryqueue.Config{Publisher: pub, Service: "floodgate-cli", RetryTopic: o.retryTopic, DeadLetterTopic: o.deadTopic})
 	if err != nil {
 		return nil, err
 	}
-	res, err := q.Replay(ctx, js, retryqueue.ReplayFilter{OriginalTopic: o.topic, OlderThan: o.olderThan, Limit: o.limit, DryRun: o.dryRun})
+	res, err := q.Replay(ctx, js, retryqueue.ReplayFilter{Service: o.route.service, Partner: o.route.partner, OriginalTopic: o.topic, OlderThan: o.olderThan, Limit: o.limit, DryRun: o.dryRun})
 	return &res, err
 }
 

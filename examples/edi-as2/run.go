@@ -120,6 +120,8 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 
 	qcfg := retryqueue.Config{
 		Publisher:       pub,
+		Source:          sourceTopic,
+		Handler:         "as2-delivery",
 		RetryTopic:      "floodgate_retry_" + runID,
 		DeadLetterTopic: "floodgate_dead_" + runID,
 	}

@@ -245,6 +245,8 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	guard, err := exampleutil.NewGuard(ctx, exampleutil.GuardConfig{
 		NATS:            nc,
 		Breaker:         b,
+		Source:          triggerTopic,
+		Handler:         "trigger-webhook",
 		RetryTopic:      "floodgate_retry_" + runID,
 		DeadLetterTopic: "floodgate_dead_" + runID,
 		Timeout:         o.timeout + 3*time.Second,

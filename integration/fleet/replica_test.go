@@ -180,7 +180,7 @@ func runReplica(raw string) int {
 		return fail("publisher", err)
 	}
 	qcfg := retryqueue.Config{
-		Publisher: pub, RetryTopic: cfg.Retry, DeadLetterTopic: cfg.Dead,
+		Publisher: pub, Source: cfg.Topic, Handler: "deliver", RetryTopic: cfg.Retry, DeadLetterTopic: cfg.Dead,
 		PublishTimeout: 2 * time.Second, MaxAttempts: 1000,
 		Backoff: retryqueue.ExponentialBackoff(100*time.Millisecond, time.Second),
 	}

@@ -44,6 +44,7 @@ func TestGuardDivertsAndDrains(t *testing.T) {
 	g, err := exampleutil.NewGuard(context.Background(), exampleutil.GuardConfig{
 		NATS:            nc,
 		Breaker:         b,
+		Source:          "orders",
 		RetryTopic:      "retry_guard_test",
 		DeadLetterTopic: "dead_guard_test",
 		Deliver: func(*message.Message) ([]*message.Message, error) {
@@ -103,7 +104,7 @@ func TestCloseDeletesStreamsOnExternalServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Stop()
-	g, err := exampleutil.NewGuard(ctx, exampleutil.GuardConfig{NATS: nc, Breaker: b,
+	g, err := exampleutil.NewGuard(ctx, exampleutil.GuardConfig{NATS: nc, Breaker: b, Source: "orders",
 		RetryTopic: "retry_close_test", DeadLetterTopic: "dead_close_test",
 		Deliver: func(*message.Message) ([]*message.Message, error) { return nil, nil }})
 	if err != nil {
@@ -130,10 +131,11 @@ func TestNewGuardRequiresFields(t *testing.T) {
 	deliver := func(*message.Message) ([]*message.Message, error) { return nil, nil }
 	configtest.Run(t, exampleutil.ErrInvalidConfig, []configtest.Case[exampleutil.GuardConfig]{
 		// minimal: optional fields zero
-		{Name: "minimal", Cfg: exampleutil.GuardConfig{NATS: nc, Breaker: b, Deliver: deliver}},
+		{Name: "minimal", Cfg: exampleutil.GuardConfig{NATS: nc, Breaker: b, Deliver: deliver, Source: "orders"}},
 		{Name: "NATS", Cfg: exampleutil.GuardConfig{}, Want: "GuardConfig.NATS"},
 		{Name: "Breaker", Cfg: exampleutil.GuardConfig{NATS: nc}, Want: "GuardConfig.Breaker"},
 		{Name: "Deliver", Cfg: exampleutil.GuardConfig{NATS: nc, Breaker: b}, Want: "GuardConfig.Deliver"},
+		{Name: "Source", Cfg: exampleutil.GuardConfig{NATS: nc, Breaker: b, Deliver: deliver}, Want: "GuardConfig.Source"},
 	}, &configtest.Options[exampleutil.GuardConfig]{
 		// Deliver, a func reflect.DeepEqual cannot compare, stands in as
 		// whether it is set.

@@ -22,6 +22,10 @@ type GuardConfig struct {
 	// Deliver delivers one message to the partner; it runs under the
 	// middleware's deadline (msg.Context()). Required.
 	Deliver message.HandlerFunc
+	// Source and Handler are the topic the guarded handler consumes and its
+	// handler name: they name the retry queue's route
+	// ([retryqueue.Config.Source]). Source is required.
+	Source, Handler string
 	// RetryTopic and DeadLetterTopic name the queue's streams. Optional.
 	// Default: the retryqueue defaults. Use a per-run suffix so runs on an
 	// external server do not share a backlog.
@@ -74,6 +78,8 @@ func (c GuardConfig) Validate() error {
 		return fmt.Errorf("%w: GuardConfig.Breaker is required", ErrInvalidConfig)
 	case c.Deliver == nil:
 		return fmt.Errorf("%w: GuardConfig.Deliver is required", ErrInvalidConfig)
+	case c.Source == "":
+		return fmt.Errorf("%w: GuardConfig.Source is required", ErrInvalidConfig)
 	}
 	return nil
 }
@@ -93,6 +99,8 @@ func NewGuard(ctx context.Context, cfg GuardConfig) (*Guard, error) {
 	}
 	qcfg := retryqueue.Config{
 		Publisher:       cfg.NATS.Publisher,
+		Source:          cfg.Source,
+		Handler:         cfg.Handler,
 		RetryTopic:      cfg.RetryTopic,
 		DeadLetterTopic: cfg.DeadLetterTopic,
 	}

@@ -1,0 +1,162 @@
+package retryqueue
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/floodgate-go/floodgate/partner"
+)
+
+// DefaultPartner is the partner key of a [Queue] whose [Config.Partner] is
+// empty: a service that delivers to one partner needs no name for it.
+const DefaultPartner = "default"
+
+// Route metadata keys: every diverted message and dead letter carries its
+// route. The queue sets them from its configuration (or the route a
+// drained message was fetched from), never from the message: a live
+// message that arrives with them has them overwritten.
+const (
+	// MetaService is the route's service name ([Config.Service], or the
+	// name derived from [Config.Source] and [Config.Handler]).
+	MetaService = "floodgate_service"
+	// MetaPartner is the route's partner key as given, when it can travel
+	// as a NATS header value (valid UTF-8, no control characters, no
+	// leading or trailing space); absent otherwise, and then
+	// [partner.Decode] of [MetaPartnerToken] gives it back unless the token
+	// is hashed.
+	MetaPartner = "floodgate_partner"
+	// MetaPartnerToken is [partner.Token] of the route's partner key: the
+	// last token of the message's subject.
+	MetaPartnerToken = "floodgate_partner_token"
+)
+
+// DeadReasonRoute: a drained message's route metadata did not match the
+// route its drainer drains (the subject it was stored under). It is never
+// delivered. Isolation itself comes from the consumer's filter subject;
+// this check is a second line of defence.
+const DeadReasonRoute = "route-mismatch"
+
+// ServiceName is the service name a [Config] without Service derives from
+// its Source and Handler: source + "/" + handler. A topic holds no '/'
+// ([jsq.ValidateTopic]), so distinct (source, handler) pairs give distinct
+// names.
+func ServiceName(source, handler string) string { return source + "/" + handler }
+
+// RouteSubject is the subject of a route under topic (a retry or
+// dead-letter stream name): topic.<service token>.<partner token>, with
+// both tokens from [partner.Token]. Distinct (service, partner) pairs get
+// distinct subjects, and no key can add a token or a wildcard.
+func RouteSubject(topic, service, partnerKey string) string {
+	return topic + "." + partner.Token(service) + "." + partner.Token(partnerKey)
+}
+
+// ServiceSubjects is the filter subject of every route of service under
+// topic: topic.<service token>.>.
+func ServiceSubjects(topic, service string) string {
+	return topic + "." + partner.Token(service) + ".>"
+}
+
+// ConsumerName is the default durable consumer name of the [Drainer] of
+// the route (service, partnerKey): "floodgate_drainer~" + the service token
+// + "~" + the partner token. "~" is in no token, so distinct routes get
+// distinct names. Pass it to [Depth] to read a route's backlog.
+func ConsumerName(service, partnerKey string) string {
+	return consumerPrefix + partner.Token(service) + "~" + partner.Token(partnerKey)
+}
+
+// consumerPrefix starts every default drainer consumer name.
+const consumerPrefix = "floodgate_drainer~"
+
+// StreamSubjects is the filter subject of every route under topic: the
+// subjects of the streams [Provision] creates.
+func StreamSubjects(topic string) string { return topic + ".>" }
+
+// route is the identity a message is diverted or dead-lettered under.
+type route struct {
+	service      string // service token
+	partnerToken string // partner token
+	partnerKey   string // the raw key; "" with known false when only the token is known
+	known        bool
+}
+
+func (q *Queue) routeOf(partnerKey string) route {
+	return route{service: q.service, partnerToken: partner.Token(partnerKey), partnerKey: partnerKey, known: true}
+}
+
+// subject is r's subject under topic.
+func (r route) subject(topic string) string { return topic + "." + r.service + "." + r.partnerToken }
+
+// stamp sets r's route metadata on m, replacing what m carried.
+func (q *Queue) stamp(m *message.Message, r route) {
+	m.Metadata.Set(MetaService, q.cfg.Service)
+	m.Metadata.Set(MetaPartnerToken, r.partnerToken)
+	delete(m.Metadata, MetaPartner)
+	if r.known && headerSafe(r.partnerKey) {
+		m.Metadata.Set(MetaPartner, r.partnerKey)
+	}
+}
+
+// resolve returns the route msg goes to: the route a drainer fetched it
+// from when ctx is its drained context (a drained message never changes
+// route), else partnerKey's.
+func (q *Queue) resolve(ctx context.Context, msg *message.Message, partnerKey string) route {
+	if s := slotFor(ctx, msg); s != nil && s.route.service != "" {
+		return s.route
+	}
+	return q.routeOf(partnerKey)
+}
+
+// routeFromSubject parses topic.<service>.<partner> into a route, and
+// reports false for any other subject (the bare topic of the previous
+// layout, or more or fewer tokens).
+func routeFromSubject(topic, subject string) (route, bool) {
+	rest, ok := strings.CutPrefix(subject, topic+".")
+	if !ok {
+		return route{}, false
+	}
+	svc, p, ok := strings.Cut(rest, ".")
+	if !ok || svc == "" || p == "" || strings.Contains(p, ".") {
+		return route{}, false
+	}
+	r := route{service: svc, partnerToken: p}
+	if k, err := partner.Decode(p); err == nil {
+		r.partnerKey, r.known = k, true
+	}
+	return r, true
+}
+
+// checkRoute reports why m, stored under subject route r, does not carry r
+// in its metadata ("" if it does).
+func checkRoute(m *message.Message, r route) string {
+	svc, ok := m.Metadata[MetaService]
+	switch {
+	case !ok:
+		return fmt.Sprintf("%s missing on a message stored under service token %q", MetaService, r.service)
+	case partner.Token(svc) != r.service:
+		return fmt.Sprintf("%s %q (token %q) differs from the stream subject's service token %q", MetaService, svc, partner.Token(svc), r.service)
+	case m.Metadata.Get(MetaPartnerToken) != r.partnerToken:
+		return fmt.Sprintf("%s %q differs from the stream subject's partner token %q", MetaPartnerToken, m.Metadata.Get(MetaPartnerToken), r.partnerToken)
+	}
+	if k, ok := m.Metadata[MetaPartner]; ok {
+		if err := partner.Verify(k, r.partnerToken); err != nil {
+			return fmt.Sprintf("%s does not give the partner token %q: %v", MetaPartner, r.partnerToken, err)
+		}
+	}
+	return ""
+}
+
+// headerSafe reports whether s travels unchanged as a NATS header value.
+func headerSafe(s string) bool {
+	if s == "" || !utf8.ValidString(s) || s[0] == ' ' || s[len(s)-1] == ' ' {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return false
+		}
+	}
+	return true
+}
