@@ -11,27 +11,25 @@ import (
 
 // options are the example's command-line settings.
 type options struct {
-	vehicles     int           // vans replayed, from the trace's first
-	speed        float64       // trace seconds per wall second
-	produceFor   time.Duration // wall time the producer replays the trace
-	dwell        time.Duration // trace time inside a fence before a dwell trigger
-	healthyFor   time.Duration // consumer healthy before the spike
-	degraded     time.Duration // consumer's P99 spike; recovery after it
-	fast         time.Duration // consumer's normal latency
-	spike        time.Duration // consumer's slow latency while degraded
-	slowFraction float64       // share of slow requests while degraded
-	slowCall     time.Duration // breaker's slow-call threshold
-	timeout      time.Duration // webhook sender timeout
-	seed         uint64        // breaker jitter seed; 0 = random
-	natsURL      string        // external NATS; empty = embedded
-	metricsAddr  string        // serve /metrics here; empty = off
-	summary      string        // JSON summary file; empty = none
-	settle       time.Duration // wait for the backlog after producing
-	quiet        bool          // no timeline
+	vehicles      int           // vans replayed, from the trace's first
+	speed         float64       // trace seconds per wall second
+	produceFor    time.Duration // wall time the producer replays the trace
+	dwell         time.Duration // trace time inside a fence before a dwell trigger
+	healthyFor    time.Duration // consumer healthy before the spike
+	degraded      time.Duration // consumer's P99 spike; recovery after it
+	degradedCalls int           // when > 0, recovery after this many degraded requests instead
+	fast          time.Duration // consumer's normal latency
+	spike         time.Duration // consumer's slow latency while degraded
+	slowFraction  float64       // share of slow requests while degraded
+	slowCall      time.Duration // breaker's slow-call threshold
+	timeout       time.Duration // webhook sender timeout
+	seed          uint64        // breaker jitter seed; 0 = random
+	natsURL       string        // external NATS; empty = embedded
+	metricsAddr   string        // serve /metrics here; empty = off
+	summary       string        // JSON summary file; empty = none
+	settle        time.Duration // wait for the backlog after producing
+	quiet         bool          // no timeline
 }
-
-// recoverAt is when the consumer recovers, from the script's start.
-func (o options) recoverAt() time.Duration { return o.healthyFor + o.degraded }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -43,6 +41,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.dwell, "dwell", time.Minute, "trace time inside a fence before a dwell trigger, in (0, 1h]")
 	fs.DurationVar(&o.healthyFor, "healthy", 3*time.Second, "consumer healthy before its P99 spike, in [0, 10m]")
 	fs.DurationVar(&o.degraded, "degraded", 9500*time.Millisecond, "consumer's P99 spike; it recovers after it, in (0, 1h]")
+	fs.IntVar(&o.degradedCalls, "degraded-calls", 0, "when > 0, the consumer recovers after this many requests while degraded instead of after -degraded, however fast the machine, in [0, 100000]")
 	fs.DurationVar(&o.fast, "fast", 20*time.Millisecond, "consumer's normal latency, in [0, 10s]")
 	fs.DurationVar(&o.spike, "spike", 900*time.Millisecond, "latency of the consumer's slow requests while degraded, in (0, 1m]")
 	fs.Float64Var(&o.slowFraction, "slow-fraction", 0.5, "share of the consumer's requests that take -spike while degraded, in [0.01, 1]")
@@ -71,6 +70,7 @@ func (o options) validate() error {
 	c.Duration("dwell", o.dwell, 0, time.Hour, true)
 	c.Duration("healthy", o.healthyFor, 0, 10*time.Minute, false)
 	c.Duration("degraded", o.degraded, 0, time.Hour, true)
+	c.Int("degraded-calls", o.degradedCalls, 0, 100000)
 	c.Duration("fast", o.fast, 0, 10*time.Second, false)
 	c.Duration("spike", o.spike, 0, time.Minute, true)
 	c.Float("slow-fraction", o.slowFraction, 0.01, 1, false, "")

@@ -22,6 +22,12 @@
 // the consumer verifies the signature and counts a redelivered key as a
 // duplicate.
 //
+// With -degraded-calls N the spike ends after N requests instead of after
+// -degraded, so the breaker sees the same outage however slowly a loaded
+// machine feeds the consumer (TestShortRun uses it). The summary tells a
+// trip that judges calls sent during the outage (within the grace after
+// the recovery) from a re-trip on the recovered consumer.
+//
 // The trace and the fences are in testdata/ (see testdata/README.md); the
 // trace is replayed -speed times faster than real time.
 //

@@ -190,7 +190,11 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	if _, err := rand.Read(secret); err != nil {
 		return nil, err
 	}
-	script := webhooktest.Degraded(o.degraded, o.fast, o.spike, o.slowFraction)
+	degraded := o.degraded
+	if o.degradedCalls > 0 {
+		degraded = callHold
+	}
+	script := webhooktest.Degraded(degraded, o.fast, o.spike, o.slowFraction)
 	if o.healthyFor > 0 {
 		script = append([]webhooktest.Phase{{Name: "healthy", Duration: o.healthyFor, Latency: o.fast}}, script...)
 	}
@@ -202,7 +206,8 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	httpSrv := &http.Server{Handler: consumer, ReadHeaderTimeout: 5 * time.Second}
+	partner := &recoverySwitch{consumer: consumer, calls: o.degradedCalls, skip: o.healthyFor + degraded}
+	httpSrv := &http.Server{Handler: partner, ReadHeaderTimeout: 5 * time.Second}
 	go httpSrv.Serve(ln)
 	defer httpSrv.Close()
 	sender, err := webhook.NewSender(webhook.Config{
@@ -236,6 +241,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	defer b.Stop()
 	var trans transitionLog
 	var lat latencies
+	calls := &callLog{slowCall: o.slowCall, before: map[string]int{}}
 	mctx, stopMetrics := context.WithCancel(ctx)
 	defer stopMetrics()
 	m, err := exampleutil.StartMetrics(mctx, o.metricsAddr, b) // nil when -metrics-addr is off
@@ -253,9 +259,13 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		DrainRate:       50,
 		Logger:          logger,
 		Deliver: func(msg *message.Message) ([]*message.Message, error) {
+			_, recovered := partner.recoveredAt(time.Now())
+			answered := calls.send(msg.UUID, !recovered, middleware.IsProbe(msg.Context()))
+			defer answered()
 			return nil, sender.Send(msg.Context(), msg.UUID, msg.Payload)
 		},
 		OnEvent: func(ev middleware.Event) {
+			calls.judged(ev, time.Now())
 			m.ObserveEvent(ev)
 			if ev.Admitted {
 				lat.add(ev.Latency)
@@ -311,14 +321,13 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	}
 
 	// 5. Replay the trace: one publisher per van, at -speed.
-	consumer.Start()
 	produceStart := time.Now()
-	recoverAt := produceStart.Add(o.recoverAt())
+	partner.start(produceStart)
 	replayed := make(chan map[string]int, 1)
 	go func() { replayed <- replay(runCtx, nc.Publisher, fixTopics, tracks, o) }()
 
 	// 6. Timeline until everything is accounted for or -settle runs out.
-	sum := &summary{RecoverAtS: o.recoverAt().Seconds()}
+	sum := &summary{}
 	var published map[string]int // fixes published per vehicle
 	var expected map[string]trigger
 	tick := time.NewTicker(time.Second)
@@ -326,6 +335,18 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	if !o.quiet {
 		fmt.Fprintf(out, "%5s  %-9s  %5s  %8s  %8s  %6s  %8s  %7s  %7s  %6s  %-9s  %s\n",
 			"t", "breaker", "fixes", "triggers", "admitted", "probes", "diverted", "backlog", "drained", "p99ms", "consumer", "transitions")
+	}
+	// unsettled counts the messages still in a stream: triggers in the
+	// retry backlog, fixes and triggers not yet handled or acked (a fix may
+	// still give a trigger). They are queued, not lost.
+	unsettled := func(ctx context.Context) int {
+		queued := guard.Backlog(ctx)
+		for _, topic := range append(slices.Clone(fixTopics), triggerTopic) {
+			if n, err := retryqueue.Depth(ctx, nc.JetStream, topic, jsq.DefaultConsumerName(topic)); err == nil {
+				queued += int(n)
+			}
+		}
+		return queued
 	}
 	type snap struct{ fixes, triggers, admitted, probes, diverted, drained int64 }
 	var prev snap
@@ -344,9 +365,10 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 			cur := snap{fixesIn.Load(), em.n.Load(), c.Admitted.Load(), c.Probes.Load(), c.Diverted.Load(), int64(guard.Drainer.Stats().Drained)}
 			depth := guard.Backlog(runCtx)
 			sum.BacklogPeak = max(sum.BacklogPeak, depth)
+			recoverAt, isRecovered := partner.recoveredAt(now)
 			if !o.quiet {
-				if !recovered && now.After(recoverAt) {
-					fmt.Fprintf(out, "%4.1fs  ---- consumer recovered ----\n", o.recoverAt().Seconds())
+				if !recovered && isRecovered {
+					fmt.Fprintf(out, "%4.1fs  ---- consumer recovered ----\n", recoverAt.Sub(produceStart).Seconds())
 				}
 				fmt.Fprintf(out, "%4.0fs  %-9s  %5d  %8d  %8d  %6d  %8d  %7d  %7d  %6d  %-9s  %s\n",
 					now.Sub(produceStart).Seconds(), b.State(), cur.fixes-prev.fixes, cur.triggers-prev.triggers,
@@ -354,9 +376,10 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 					cur.drained-prev.drained, lat.takeP99().Milliseconds(), consumer.PhaseAt(now).Name,
 					describe(trans.take(), produceStart))
 			}
-			recovered = recovered || now.After(recoverAt)
+			recovered = recovered || isRecovered
 			prev = cur
-			if expected != nil && (depth == 0 && b.State() == breaker.StateClosed && accounted(expected, consumer, guard.Counters) || now.After(settleBy)) {
+			if expected != nil && (depth == 0 && b.State() == breaker.StateClosed && accounted(expected, consumer, guard.Counters) &&
+				unsettled(runCtx) == 0 || now.After(settleBy)) {
 				done = true
 			}
 		}
@@ -377,18 +400,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	sort.Strings(ids)
 	deliveries := consumer.Deliveries()
 	sum.Account(ids, func(id string) int { return deliveries[id] }, guard.Counters.Dead)
-	// Triggers in the retry backlog, and fixes not yet evaluated (each may
-	// still give a trigger), are queued, not lost.
-	queued := guard.Backlog(ctx)
-	for _, topic := range fixTopics {
-		if n, err := retryqueue.Depth(ctx, nc.JetStream, topic, jsq.DefaultConsumerName(topic)); err == nil {
-			queued += int(n)
-		}
-	}
-	if n, err := retryqueue.Depth(ctx, nc.JetStream, triggerTopic, jsq.DefaultConsumerName(triggerTopic)); err == nil {
-		queued += int(n)
-	}
-	sum.Unsettled(queued)
+	sum.Unsettled(unsettled(ctx))
 	for _, id := range ids {
 		want, ok := expected[id]
 		if !ok {
@@ -415,7 +427,13 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	sum.SlowResponses = st.Slow
 	sum.SignatureFailures = st.BadSignatures
 	sum.PartnerErrors = st.Slow + st.Rejected + st.BadSignatures + st.BadRequests
-	recovery(sum, trans.snapshot(), b.State(), recoverAt, min(o.spike, o.timeout))
+	graceEnd, slowAfter, maxProbes := calls.result()
+	sum.SlowAfterRecovery, sum.MaxProbesInFlight = slowAfter, maxProbes
+	recoverAt, ok := partner.recoveredAt(time.Now())
+	if !ok {
+		recoverAt = time.Time{} // -degraded-calls not reached
+	}
+	recovery(sum, trans.snapshot(), b.State(), produceStart, recoverAt, graceEnd)
 	sum.Elapsed(start)
 	if !o.quiet {
 		sum.print(out)
@@ -426,23 +444,31 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	return sum, nil
 }
 
-// recoveryGraceSlack covers scheduling and the breaker's bookkeeping on top
-// of the longest call.
-const recoveryGraceSlack = 200 * time.Millisecond
-
 // recovery fills in the summary's recovery figures from the transitions.
-// maxCall is the longest a call can take (the consumer's spike, or the
-// sender's timeout if shorter): a call that reached the consumer before
-// recoverAt is judged by recoverAt + maxCall, so a trip after that grace is
-// a re-trip caused by the recovered consumer.
-func recovery(sum *summary, ts []breaker.Transition, final breaker.State, recoverAt time.Time, maxCall time.Duration) {
-	grace := maxCall + recoveryGraceSlack
-	sum.RecoveryGraceS = grace.Seconds()
-	var lastClose time.Time
+// recoverAt is the consumer's recovery (zero if it never recovered), t0 the
+// script's start. graceEnd is the last judgement of a call sent before
+// recoverAt (see callLog): a trip after it judges calls the recovered
+// consumer answered, so it is a re-trip.
+func recovery(sum *summary, ts []breaker.Transition, final breaker.State, t0, recoverAt, graceEnd time.Time) {
+	sum.RecoverAtS, sum.ClosedAfterRecoveryS = -1, -1
 	for _, t := range ts {
 		switch t.To {
 		case breaker.StateOpen:
 			sum.OpenWindowsS = append(sum.OpenWindowsS, round2(t.Window.Seconds()))
+		case breaker.StateClosed:
+			sum.Closes++
+		}
+	}
+	if recoverAt.IsZero() {
+		return
+	}
+	sum.RecoverAtS = round2(recoverAt.Sub(t0).Seconds())
+	grace := max(graceEnd.Sub(recoverAt), 0)
+	sum.RecoveryGraceS = round2(grace.Seconds())
+	var lastClose time.Time
+	for _, t := range ts {
+		switch t.To {
+		case breaker.StateOpen:
 			switch {
 			case t.At.After(recoverAt.Add(grace)):
 				sum.RetripsAfterRecovery++
@@ -450,15 +476,15 @@ func recovery(sum *summary, ts []breaker.Transition, final breaker.State, recove
 				sum.TripsInRecoveryGrace++
 			}
 		case breaker.StateClosed:
-			sum.Closes++
 			lastClose = t.At
 		}
 	}
 	switch {
 	case final != breaker.StateClosed:
-		sum.ClosedAfterRecoveryS = -1
 	case lastClose.After(recoverAt):
 		sum.ClosedAfterRecoveryS = round2(lastClose.Sub(recoverAt).Seconds())
+	default:
+		sum.ClosedAfterRecoveryS = 0
 	}
 }
 
