@@ -72,15 +72,7 @@ func (h slotHeld) startDrain(t *testing.T, poll time.Duration, handler message.H
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	natstest.Run(t, d.Run)
 	return d
 }
 

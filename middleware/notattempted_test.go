@@ -368,15 +368,7 @@ func TestDrainedNotAttemptedWaitsItsBackoff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	natstest.Run(t, d.Run)
 
 	for i := 1; i <= 2; i++ {
 		natstest.Eventually(t, 10*time.Second, func() bool {

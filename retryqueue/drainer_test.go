@@ -41,15 +41,7 @@ func startDrainer(t *testing.T, e env, cfg retryqueue.DrainerConfig) *retryqueue
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- d.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	natstest.Run(t, d.Run)
 	natstest.Eventually(t, 10*time.Second, func() bool { _, err := d.Backlog(context.Background()); return err == nil }, "drain consumer created")
 	return d
 }

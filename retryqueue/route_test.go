@@ -171,15 +171,7 @@ func TestDrainersReceiveOnlyTheirRoute(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- d.Run(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("Run: %v", err)
-			}
-		})
+		natstest.Run(t, d.Run)
 	}
 	natstest.Eventually(t, 20*time.Second, func() bool { return streamCount(t, e.js, e.cfg.RetryTopic) == 0 }, "backlog drained")
 	for i, rec := range recs {

@@ -206,3 +206,19 @@ func WireSize(m *nats.Msg) int {
 	}
 	return n
 }
+
+// Run runs run (a drainer's Run, say) in its own goroutine until the end of
+// the test: at cleanup it cancels run's context, waits for run to return and
+// reports a non-nil error.
+func Run(t testing.TB, run func(context.Context) error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
