@@ -22,7 +22,7 @@ func TestSlotCountWrap(t *testing.T) {
 	// four idle slots bring the sum 3 short of wrapping
 	st := &b.slots.idx.Load().home[0]
 	for i := 1; i <= 4; i++ {
-		st[i].w.Store((1<<62 - 1) << 1)
+		st.s[i].w.Store((1<<62 - 1) << 1)
 	}
 	b.mu.Lock()
 	base := b.outcomesLocked()

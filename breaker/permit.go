@@ -121,7 +121,7 @@ func (b *Breaker) report(p Permit, now int64, o Outcome, lat time.Duration) {
 		if s.w.Load() != p.tag {
 			return
 		}
-		if per := b.per.Load(); per.warm.Load() && per.gen == s.gen.Load() &&
+		if per := b.per.Load(); per.warm.Load() && per.gen == s.gen().Load() &&
 			(!b.timeWindow || floorDiv(now, b.cw.width) == b.curEpoch.Load()) {
 			storeRelease(&s.w, p.tag+1)
 			return
@@ -173,7 +173,7 @@ func (b *Breaker) reportClosedLocked(p Permit, now int64, o Outcome, lat time.Du
 	}
 	// The slot is the permit's while its word is the tag (it never repeats),
 	// so gen is the permit's unless release fails below.
-	if b.state != StateClosed || p.slot.gen.Load() != b.gen {
+	if b.state != StateClosed || p.slot.gen().Load() != b.gen {
 		if b.release(p) {
 			b.uncounted++
 			b.stale.Add(1)

@@ -50,12 +50,23 @@ const (
 	spillSearch    = 4 // spill stripes searched before the table grows
 )
 
+// slot is a slot's word w (count<<1 | busy); its generation word sits in
+// the same stripe, slotsPerStripe words further (slot.gen), so a claim that
+// scans a stripe's words reads one cache line.
 type slot struct {
-	w   atomic.Uint64 // count<<1 | busy
-	gen atomic.Uint64 // generation of the holder; valid while busy
+	w atomic.Uint64
 }
 
-type stripe [slotsPerStripe]slot
+type stripe struct {
+	s   [slotsPerStripe]slot
+	gen [slotsPerStripe]atomic.Uint64 // generation of the holder; valid while busy
+}
+
+// gen returns the generation word of s, which is an element of a stripe's
+// s array: the element of its gen array at the same index.
+func (s *slot) gen() *atomic.Uint64 {
+	return (*atomic.Uint64)(unsafe.Add(unsafe.Pointer(s), unsafe.Offsetof(stripe{}.gen)))
+}
 
 // slotIndex is one immutable layout of the table.
 type slotIndex struct {
@@ -78,8 +89,8 @@ func (t *slotTable) claim(gen uint64) (*slot, uint64) {
 		return t.claimSlow(gen, nil, false)
 	}
 	st := &ix.home[stackHint()>>ix.shift]
-	for i := range st {
-		s := &st[i]
+	for i := range st.s {
+		s := &st.s[i]
 		if v := s.w.Load(); v&1 == 0 {
 			if !s.w.CompareAndSwap(v, v|1) {
 				return t.claimSlow(gen, ix, true)
@@ -99,15 +110,15 @@ func (t *slotTable) claim(gen uint64) (*slot, uint64) {
 
 // setGen records the holder's generation; it writes only when it changes.
 func (s *slot) setGen(gen uint64) {
-	if s.gen.Load() != gen {
-		storeRelease(&s.gen, gen)
+	if g := s.gen(); g.Load() != gen {
+		storeRelease(g, gen)
 	}
 }
 
 // tryStripe claims a free slot of st by CAS.
 func tryStripe(st *stripe, gen uint64) (*slot, uint64) {
-	for i := range st {
-		s := &st[i]
+	for i := range st.s {
+		s := &st.s[i]
 		if v := s.w.Load(); v&1 == 0 && s.w.CompareAndSwap(v, v|1) {
 			s.setGen(gen)
 			return s, v | 1
@@ -151,9 +162,9 @@ func (t *slotTable) claimSlow(gen uint64, ix *slotIndex, contended bool) (*slot,
 		// Double the table with new spill stripes, the first slot claimed
 		// before they are published.
 		add := make([]stripe, len(ix.home)+len(ix.spill))
-		s := &add[0][0]
+		s := &add[0].s[0]
 		s.w.Store(1)
-		s.gen.Store(gen)
+		s.gen().Store(gen)
 		nx := &slotIndex{home: ix.home, shift: ix.shift, spill: make([]*stripe, len(ix.spill), len(ix.spill)+len(add))}
 		copy(nx.spill, ix.spill)
 		for i := range add {
@@ -225,8 +236,8 @@ func (t *slotTable) sum() uint64 {
 
 func (st *stripe) sum() uint64 {
 	n := uint64(0)
-	for i := range st {
-		n += st[i].w.Load() >> 1
+	for i := range st.s {
+		n += st.s[i].w.Load() >> 1
 	}
 	return n
 }
