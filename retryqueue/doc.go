@@ -122,14 +122,20 @@
 // has messages in the backlog, and the caller diverts them too
 // ([ReasonOrdering]); the drainer runs a key's messages one at a time and
 // holds the key's later messages back while an earlier one waits out its
-// backoff or was diverted again. The cost: a live message of a held key
+// backoff or was diverted again, however long its copy takes to come back
+// through the backlog (a hold lapses only once the drain has caught up — a
+// fetch found nothing more to deliver — after its expiry, so only a
+// message removed from the stream by other means, such as a purge, frees
+// its key early). The cost: a live message of a held key
 // pays a diversion and waits for the backlog instead of going straight to
 // the partner (so one failing key delays all its later messages, though no
 // other key's); the drain handles a key's messages serially; the queue
 // keeps an in-memory count per key with messages in the backlog (a map
 // entry per key, rebuilt at [Drainer.Run] by reading every backlog message
 // once); and across a crash of the drainer the order of a key whose head
-// was waiting out its backoff can be broken once. Live consumption must be
+// was waiting out its backoff can be broken once, as can the order of a
+// message whose ack or fetch reply was lost and that JetStream redelivers
+// after the ack wait (at-least-once). Live consumption must be
 // ordered per key too (one pull loop, or a subject per key partition): two
 // messages of a key handled at once by the router can pass each other
 // whatever the queue does. While the drain cannot outrun the live rate of a

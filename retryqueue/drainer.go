@@ -736,6 +736,7 @@ type item struct {
 	wm  *message.Message
 	key string // ordering key, "" for none
 	seq uint64 // stream sequence (keyed messages only)
+	n   uint64 // deliveries so far, this one included (keyed messages only)
 }
 
 // round does one gate-budget-fetch-handle round. It sleeps itself when there
@@ -787,6 +788,7 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 	}
 	n := min(budget, d.lim.Burst(), int(tokens), free)
 	gen := d.cfg.Queue.keysGeneration()
+	sent := time.Now()
 	batch, err := cons.FetchNoWait(n)
 	if err != nil {
 		return err
@@ -797,6 +799,11 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 	}
 	if err := batch.Error(); err != nil && len(msgs) == 0 {
 		return err
+	}
+	if len(msgs) < n && batch.Error() == nil && time.Since(sent) < time.Second {
+		// The server had nothing more to deliver (the client ends a
+		// no-wait fetch silently after a second without its answer).
+		d.order.caughtUp(sent)
 	}
 	if len(msgs) == 0 {
 		d.clearKeysIfEmpty(ctx, gen)
@@ -820,7 +827,7 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 			continue
 		}
 		if md, err := jm.Metadata(); err == nil {
-			it.seq = md.Sequence.Stream
+			it.seq, it.n = md.Sequence.Stream, md.NumDelivered
 		}
 		if g, ok := byKey[it.key]; ok {
 			groups[g] = append(groups[g], it)
@@ -974,7 +981,9 @@ func (d *Drainer) handle(ctx context.Context, it item) {
 	}
 	if !d.settle(base, jm, wm, err) {
 		if it.key != "" && err != nil { // nakked: it comes back after settle's delay
-			d.order.addPending(it.key, it.seq, time.Now().Add(d.nakDelay(jm)+2*d.cfg.AckWait))
+			back := time.Now().Add(d.nakDelay(jm) + 2*d.cfg.AckWait)
+			d.order.addPending(it.key, it.seq, back)
+			d.order.renew(it.key, wm.UUID, back) // a head keeps its key
 		}
 		return
 	}

@@ -14,20 +14,37 @@ import (
 //     (deferred, or failed) and that will come back: a later message of the
 //     key waits for them, since redeliveries and new messages interleave.
 //
-// Entries lapse after their expiry, so a message removed from the stream
-// by other means (purge) cannot block its key for good. Time the drain
-// spends paused (the gate closed) does not count toward it, and a head the
-// breaker keeps turning away renews its hold.
+// Entries lapse, so a message removed from the stream by other means
+// (purge) cannot block its key for good, but only once the drain has
+// caught up after their expiry: a fetch found nothing more to deliver, so
+// the message they wait for, published or due for redelivery before, would
+// have come back. Expiry alone is not enough: a copy at the back of a large
+// backlog, or a redelivery behind many others, can take longer than any
+// fixed time to come back, and its key's later messages must not pass it
+// meanwhile. Time the drain spends paused (the gate closed) does not count
+// toward the expiry, and a head the breaker keeps turning away, or that
+// the handler failed, renews its hold.
 type keyOrder struct {
 	mu      sync.Mutex
 	holds   map[string]hold
 	pending map[string]map[uint64]time.Time // key -> seq -> expiry
+	caught  time.Time                       // the last fetch that found nothing more to deliver was sent
 }
 
 // heldRecheck is how long a message held behind its key's head is
 // deferred at least: long enough that the deferred messages do not crowd
 // the consumer's redeliveries.
 func heldRecheck(poll time.Duration) time.Duration { return max(5*poll, 100*time.Millisecond) }
+
+// recheck is how long a message held back behind its key's head for the
+// deliveries-th time is deferred: base, doubling with each delivery up to
+// 32 × base. A held message comes back before new messages (JetStream
+// redelivers first), so a backlog of held messages rechecked at a fixed
+// short delay would take every fetch and starve the head's copy at the back
+// of the stream: the drain would barely progress.
+func recheck(base time.Duration, deliveries uint64) time.Duration {
+	return base << min(max(deliveries, 1)-1, 5)
+}
 
 // hold is a held ordering key: only the message uuid may go, not before
 // until.
@@ -46,7 +63,7 @@ func (o *keyOrder) admit(it item, now time.Time, poll time.Duration) (time.Durat
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	h, held := o.holds[it.key]
-	if held && wall.After(h.expires) {
+	if held && o.lapsedLocked(h.expires) {
 		delete(o.holds, it.key)
 		held = false
 	}
@@ -54,11 +71,11 @@ func (o *keyOrder) admit(it item, now time.Time, poll time.Duration) (time.Durat
 	case held && h.uuid != it.wm.UUID:
 		// Recheck when the head may have gone: after its not-before, or
 		// (diverted for another reason) a few polls on.
-		return max(h.until.Sub(now), heldRecheck(poll)), true
+		return max(h.until.Sub(now), recheck(heldRecheck(poll), it.n)), true
 	case !held:
 		// The key's earlier messages that will come back go first.
 		for seq, exp := range o.pending[it.key] {
-			if wall.After(exp) {
+			if o.lapsedLocked(exp) {
 				delete(o.pending[it.key], seq)
 				continue
 			}
@@ -73,6 +90,21 @@ func (o *keyOrder) admit(it item, now time.Time, poll time.Duration) (time.Durat
 	}
 	o.deletePendingLocked(it.key, it.seq)
 	return 0, false
+}
+
+// lapsedLocked reports whether an entry expiring at expires has lapsed:
+// the drain caught up after it expired. Requires o.mu held.
+func (o *keyOrder) lapsedLocked(expires time.Time) bool { return o.caught.After(expires) }
+
+// caughtUp records that a fetch sent at sent found nothing more to deliver
+// (it returned fewer messages than asked): every message published, and
+// every redelivery due, before sent has been delivered since.
+func (o *keyOrder) caughtUp(sent time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if sent.After(o.caught) {
+		o.caught = sent
+	}
 }
 
 // head returns the UUID of the message holding key, "" if none.
