@@ -24,6 +24,15 @@ type testFleet struct {
 // through one MemoryStore in Inline mode (every store call synchronous).
 func newTestFleet(t *testing.T, n int, mod func(*breaker.Config)) *testFleet {
 	t.Helper()
+	return buildFleet(t, n, mod, func(i int, store *breaker.MemoryStore) breaker.FleetConfig {
+		return breaker.FleetConfig{Store: store, Replica: string(rune('a' + i)), Inline: true, FallbackAfter: 500 * time.Millisecond}
+	})
+}
+
+// buildFleet makes newTestFleet's breakers (SuccessesToClose 3 unless mod
+// changes it) and joins breaker i with join(i, store)'s configuration.
+func buildFleet(t *testing.T, n int, mod func(*breaker.Config), join func(i int, store *breaker.MemoryStore) breaker.FleetConfig) *testFleet {
+	t.Helper()
 	tf := &testFleet{clk: breakertest.NewClock(time.Time{})}
 	tf.store = breaker.NewMemoryStore(tf.clk)
 	for i := range n {
@@ -41,7 +50,7 @@ func newTestFleet(t *testing.T, n int, mod func(*breaker.Config)) *testFleet {
 			t.Fatal(err)
 		}
 		t.Cleanup(b.Stop)
-		f, err := breaker.JoinFleet(b, breaker.FleetConfig{Store: tf.store, Replica: string(rune('a' + i)), Inline: true, FallbackAfter: 500 * time.Millisecond})
+		f, err := breaker.JoinFleet(b, join(i, tf.store))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -636,37 +645,21 @@ func (s *lagStore) flush(latestOnly bool) {
 	}
 }
 
-// newLagFleet is newTestFleet with a lagStore per replica.
+// newLagFleet is newTestFleet with a lagStore per replica, no fallback
+// timer, and SuccessesToClose 1 unless mod changes it.
 func newLagFleet(t *testing.T, n int, mod func(*breaker.Config)) (*testFleet, []*lagStore) {
 	t.Helper()
-	tf := &testFleet{clk: breakertest.NewClock(time.Time{})}
-	tf.store = breaker.NewMemoryStore(tf.clk)
 	var lags []*lagStore
-	for i := range n {
-		cfg := breaker.Config{
-			Name: "partner", Clock: tf.clk, Seed: uint64(i + 1),
-			WindowSize: 10, MinimumCalls: 4, DisableJitter: true,
-			ProbeConcurrency: 2, SuccessesToClose: 1,
-			SlowCallDuration: 100 * time.Millisecond, MaxProbeWait: 5 * time.Second,
-		}
+	tf := buildFleet(t, n, func(c *breaker.Config) {
+		c.SuccessesToClose = 1
 		if mod != nil {
-			mod(&cfg)
+			mod(c)
 		}
-		b, err := breaker.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(b.Stop)
-		lag := &lagStore{MemoryStore: tf.store}
-		f, err := breaker.JoinFleet(b, breaker.FleetConfig{Store: lag, Replica: string(rune('a' + i)), Inline: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(f.Leave)
-		tf.bs = append(tf.bs, b)
-		tf.fleets = append(tf.fleets, f)
+	}, func(i int, store *breaker.MemoryStore) breaker.FleetConfig {
+		lag := &lagStore{MemoryStore: store}
 		lags = append(lags, lag)
-	}
+		return breaker.FleetConfig{Store: lag, Replica: string(rune('a' + i)), Inline: true}
+	})
 	return tf, lags
 }
 
