@@ -137,57 +137,39 @@ func TestLedger(t *testing.T) {
 }
 
 // TestClosedPathAllocs: admitting and reporting in the closed state does
-// not allocate, whichever way the outcome is reported.
+// not allocate, whichever way the outcome is reported, with 1 or 10,000
+// permits in flight (the table grew once, beforehand).
 func TestClosedPathAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates")
 	}
-	clk := &fixedClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
-	b, err := New(Config{Clock: clk, SlowCallRateThreshold: 0.5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	later := clk.t.Add(time.Millisecond)
-	cases := map[string]func(){
-		"AllowAt+DoneAt": func() { p, _ := b.AllowAt(clk.t); p.DoneAt(later, nil) },
-		"Allow+Done":     func() { p, _ := b.Allow(); p.Done(nil) },
-		"Allow+Record":   func() { p, _ := b.Allow(); p.Record(OutcomeSuccess, time.Millisecond) },
-		"repeated":       func() { p, _ := b.Allow(); p.Done(nil); p.Done(nil) },
-	}
-	for name, f := range cases {
-		if n := testing.AllocsPerRun(1000, f); n != 0 {
-			t.Errorf("%s: %v allocs per call", name, n)
+	for _, inFlight := range []int{0, 10_000} {
+		clk := &fixedClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
+		b, err := New(Config{Clock: clk, SlowCallRateThreshold: 0.5})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if s := b.SnapshotAt(clk.t); s.State != StateClosed || s.Calls != b.cfg.WindowSize {
-		t.Fatalf("%+v", s)
-	}
-}
-
-// TestInFlightAllocs: with 10,000 permits in flight, admitting and
-// recording still does not allocate (the table grew once, beforehand).
-func TestInFlightAllocs(t *testing.T) {
-	if raceEnabled {
-		t.Skip("the race detector allocates")
-	}
-	clk := &fixedClock{t: time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)}
-	b, err := New(Config{Clock: clk, SlowCallRateThreshold: 0.5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := make([]Permit, 10_000)
-	for i := range held {
-		held[i], _ = b.AllowAt(clk.t)
-	}
-	later := clk.t.Add(time.Millisecond)
-	f := func() { p, _ := b.AllowAt(clk.t); p.DoneAt(later, nil) }
-	if n := testing.AllocsPerRun(1000, f); n != 0 {
-		t.Errorf("%v allocs per call", n)
-	}
-	if s := b.SnapshotAt(clk.t); s.Calls != b.cfg.WindowSize {
-		t.Fatalf("%+v", s)
-	}
-	for _, p := range held {
-		p.DoneAt(later, nil)
+		held := make([]Permit, inFlight)
+		for i := range held {
+			held[i], _ = b.AllowAt(clk.t)
+		}
+		later := clk.t.Add(time.Millisecond)
+		cases := map[string]func(){
+			"AllowAt+DoneAt": func() { p, _ := b.AllowAt(clk.t); p.DoneAt(later, nil) },
+			"Allow+Done":     func() { p, _ := b.Allow(); p.Done(nil) },
+			"Allow+Record":   func() { p, _ := b.Allow(); p.Record(OutcomeSuccess, time.Millisecond) },
+			"repeated":       func() { p, _ := b.Allow(); p.Done(nil); p.Done(nil) },
+		}
+		for name, f := range cases {
+			if n := testing.AllocsPerRun(1000, f); n != 0 {
+				t.Errorf("%d in flight, %s: %v allocs per call", inFlight, name, n)
+			}
+		}
+		if s := b.SnapshotAt(clk.t); s.State != StateClosed || s.Calls != b.cfg.WindowSize {
+			t.Fatalf("%d in flight: %+v", inFlight, s)
+		}
+		for _, p := range held {
+			p.DoneAt(later, nil)
+		}
 	}
 }

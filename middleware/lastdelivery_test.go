@@ -22,14 +22,7 @@ import (
 func TestLastDeliveryIsDeadLetteredNotDropped(t *testing.T) {
 	e := newEnv(t, smallBreaker)
 	// No retry stream: every diversion fails; the dead-letter stream works.
-	if err := e.js.DeleteStream(context.Background(), e.qcfg.RetryTopic); err != nil {
-		t.Fatal(err)
-	}
-	source := natstest.Name(t, "orders")
-	natstest.DeleteStreams(t, e.js, source)
-	if _, err := jsq.EnsureStream(context.Background(), e.js, source); err != nil {
-		t.Fatal(err)
-	}
+	source := e.sourceWithoutRetryStream()
 	sub, err := jsq.NewSubscriber(jsq.SubscriberConfig{
 		URL: e.url, AckWait: 10 * time.Second, MaxDeliver: 2, AllowFiniteMaxDeliver: true,
 		NakDelay: func(uint64) time.Duration { return 20 * time.Millisecond },

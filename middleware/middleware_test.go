@@ -423,14 +423,7 @@ func TestUnconfirmedDiversionIsRedelivered(t *testing.T) {
 	e := newEnv(t, smallBreaker)
 	e.b.ForceOpen()
 	// Remove the retry stream so diversions fail.
-	if err := e.js.DeleteStream(context.Background(), e.qcfg.RetryTopic); err != nil {
-		t.Fatal(err)
-	}
-	source := natstest.Name(t, "orders")
-	natstest.DeleteStreams(t, e.js, source)
-	if _, err := jsq.EnsureStream(context.Background(), e.js, source); err != nil {
-		t.Fatal(err)
-	}
+	source := e.sourceWithoutRetryStream()
 	sub, err := jsq.NewSubscriber(jsq.SubscriberConfig{
 		URL: e.url, AckWait: 5 * time.Second,
 		NakDelay: func(uint64) time.Duration { return 50 * time.Millisecond },
@@ -682,4 +675,19 @@ func TestConfigValidate(t *testing.T) {
 		{Name: "Queue", Cfg: middleware.Config{Breaker: b}, Want: "Queue is required"},
 		{Name: "Timeout", Cfg: middleware.Config{Breaker: b, Queue: q, Timeout: -time.Second}, Want: "Timeout must be > 0, got -1s"},
 	}, nil)
+}
+
+// sourceWithoutRetryStream deletes the retry stream, so every diversion
+// fails, and returns the name of a new source stream for a subscriber.
+func (e *env) sourceWithoutRetryStream() string {
+	e.t.Helper()
+	if err := e.js.DeleteStream(context.Background(), e.qcfg.RetryTopic); err != nil {
+		e.t.Fatal(err)
+	}
+	source := natstest.Name(e.t, "orders")
+	natstest.DeleteStreams(e.t, e.js, source)
+	if _, err := jsq.EnsureStream(context.Background(), e.js, source); err != nil {
+		e.t.Fatal(err)
+	}
+	return source
 }
