@@ -928,8 +928,8 @@ func (d *Drainer) handle(ctx context.Context, it item) {
 	if !owned {
 		r = d.cfg.Queue.routeOf(d.cfg.Queue.cfg.Partner)
 		why = fmt.Sprintf("stored under subject %q, outside this drainer's %q", jm.Subject(), d.FilterSubject())
-	} else {
-		why = checkRoute(wm, r)
+	} else if why = checkRoute(wm, r); why == "" {
+		r = withKey(wm, r)
 	}
 	deadReason, cause := DeadReasonRoute, error(nil)
 	if why != "" {

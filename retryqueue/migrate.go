@@ -2,6 +2,7 @@ package retryqueue
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"slices"
@@ -148,8 +149,11 @@ func (q *Queue) moveBare(ctx context.Context, js jetstream.JetStream, st jetstre
 		m.Header.Set(MetaService, q.cfg.Service)
 		m.Header.Set(MetaPartnerToken, r.partnerToken)
 		m.Header.Del(MetaPartner)
+		m.Header.Del(MetaPartnerBase64)
 		if headerSafe(r.partnerKey) {
 			m.Header.Set(MetaPartner, r.partnerKey)
+		} else {
+			m.Header.Set(MetaPartnerBase64, base64.RawURLEncoding.EncodeToString([]byte(r.partnerKey)))
 		}
 		pctx, cancel := context.WithTimeout(ctx, q.cfg.PublishTimeout)
 		_, err = js.PublishMsg(pctx, m)

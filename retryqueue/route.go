@@ -2,6 +2,7 @@ package retryqueue
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"strings"
 	"unicode/utf8"
@@ -28,6 +29,11 @@ const (
 	// [partner.Decode] of [MetaPartnerToken] gives it back unless the token
 	// is hashed.
 	MetaPartner = "floodgate_partner"
+	// MetaPartnerBase64 is the route's partner key in unpadded base64url
+	// (RFC 4648 §5), set instead of [MetaPartner] when the key cannot
+	// travel as a header value, so that every key, even a hashed token's,
+	// can be recovered from a diverted message. [PartnerKey] reads either.
+	MetaPartnerBase64 = "floodgate_partner_b64"
 	// MetaPartnerToken is [partner.Token] of the route's partner key: the
 	// last token of the message's subject.
 	MetaPartnerToken = "floodgate_partner_token"
@@ -94,9 +100,54 @@ func (q *Queue) stamp(m *message.Message, r route) {
 	m.Metadata.Set(MetaService, q.cfg.Service)
 	m.Metadata.Set(MetaPartnerToken, r.partnerToken)
 	delete(m.Metadata, MetaPartner)
-	if r.known && headerSafe(r.partnerKey) {
-		m.Metadata.Set(MetaPartner, r.partnerKey)
+	delete(m.Metadata, MetaPartnerBase64)
+	if !r.known {
+		return
 	}
+	if headerSafe(r.partnerKey) {
+		m.Metadata.Set(MetaPartner, r.partnerKey)
+	} else {
+		m.Metadata.Set(MetaPartnerBase64, base64.RawURLEncoding.EncodeToString([]byte(r.partnerKey)))
+	}
+}
+
+// PartnerKey returns the partner key a diverted message or dead letter
+// carries in its route metadata ([MetaPartner], else [MetaPartnerBase64],
+// else [partner.Decode] of [MetaPartnerToken]), and whether it has one
+// that matches its [MetaPartnerToken]. The metadata is untrusted: a key
+// that does not give the token is reported as absent.
+func PartnerKey(m *message.Message) (string, bool) {
+	tok, ok := m.Metadata[MetaPartnerToken]
+	if !ok {
+		return "", false
+	}
+	k, ok := m.Metadata[MetaPartner]
+	if !ok {
+		b, has := m.Metadata[MetaPartnerBase64]
+		if !has {
+			k, err := partner.Decode(tok)
+			return k, err == nil
+		}
+		raw, err := base64.RawURLEncoding.DecodeString(b)
+		if err != nil {
+			return "", false
+		}
+		k = string(raw)
+	}
+	return k, partner.Verify(k, tok) == nil
+}
+
+// DrainedPartner returns the partner key of the route a drained message
+// was fetched from, when ctx is the context the [Drainer] handed msg to its
+// handler with; ok is false for live messages. A drained message never
+// changes route: the caller guards it with this partner's breaker, not
+// one chosen from the message's payload or metadata.
+func DrainedPartner(ctx context.Context, msg *message.Message) (key string, ok bool) {
+	s := slotFor(ctx, msg)
+	if s == nil || !s.route.known {
+		return "", false
+	}
+	return s.route.partnerKey, true
 }
 
 // resolve returns the route msg goes to: the route a drainer fetched it
@@ -145,7 +196,27 @@ func checkRoute(m *message.Message, r route) string {
 			return fmt.Sprintf("%s does not give the partner token %q: %v", MetaPartner, r.partnerToken, err)
 		}
 	}
+	if b, ok := m.Metadata[MetaPartnerBase64]; ok {
+		raw, err := base64.RawURLEncoding.DecodeString(b)
+		if err != nil {
+			return fmt.Sprintf("%s is not unpadded base64url: %v", MetaPartnerBase64, err)
+		}
+		if err := partner.Verify(string(raw), r.partnerToken); err != nil {
+			return fmt.Sprintf("%s does not give the partner token %q: %v", MetaPartnerBase64, r.partnerToken, err)
+		}
+	}
 	return ""
+}
+
+// withKey fills in r's partner key from m's route metadata, once
+// [checkRoute] has passed.
+func withKey(m *message.Message, r route) route {
+	if !r.known {
+		if k, ok := PartnerKey(m); ok {
+			r.partnerKey, r.known = k, true
+		}
+	}
+	return r
 }
 
 // headerSafe reports whether s travels unchanged as a NATS header value.

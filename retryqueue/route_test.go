@@ -305,3 +305,41 @@ func TestReplayKeepsRoutes(t *testing.T) {
 		t.Fatalf("retry subjects after replay: %v, want 2 on %q and 1 on %q", got, a.RetrySubject(), b.RetrySubject())
 	}
 }
+
+// Every partner key, even one whose token is hashed and which cannot travel
+// as a header value, comes back exact from a drained message's route
+// (DrainedPartner) and from its metadata (PartnerKey).
+func TestDrainedPartnerKeyRoundTrip(t *testing.T) {
+	e := newEnv(t, natstest.URL(t), nil)
+	keys := []string{"ACME", "a.b", " sp ", "\xff\xfe", strings.Repeat("k", 4096), strings.Repeat("\x00\xff.", 1500)}
+	for i, k := range keys {
+		if _, err := e.q.RouteTo(context.Background(), message.NewMessage(fmt.Sprint(i), nil), k, retryqueue.ReasonOpen, nil); err != nil {
+			t.Fatalf("key %d: %v", i, err)
+		}
+	}
+	var mu sync.Mutex
+	got := map[string]string{}
+	g := &gate{}
+	g.budget.Store(1 << 30)
+	h := func(m *message.Message) ([]*message.Message, error) {
+		k, ok := retryqueue.DrainedPartner(m.Context(), m)
+		mk, mok := retryqueue.PartnerKey(m)
+		if !ok || !mok || k != mk {
+			t.Errorf("message %s: DrainedPartner %v, PartnerKey %v, keys differ %v", m.UUID, ok, mok, k != mk)
+		}
+		mu.Lock()
+		got[m.UUID] = k
+		mu.Unlock()
+		return nil, nil
+	}
+	startDrainer(t, e, retryqueue.DrainerConfig{Handler: h, Gate: g, AllPartners: true, PollInterval: 10 * time.Millisecond})
+	natstest.Eventually(t, 10*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == len(keys) }, "every key drained")
+	for i, k := range keys {
+		if got[fmt.Sprint(i)] != k {
+			t.Errorf("key %d came back as %q (len %d), want len %d", i, got[fmt.Sprint(i)], len(got[fmt.Sprint(i)]), len(k))
+		}
+	}
+	if _, ok := retryqueue.DrainedPartner(context.Background(), message.NewMessage("live", nil)); ok {
+		t.Error("DrainedPartner of a live message: ok")
+	}
+}
