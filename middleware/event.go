@@ -52,9 +52,9 @@ func (a Action) String() string {
 type Event struct {
 	// UUID is the Watermill message UUID.
 	UUID string
-	// Partner is the token ([partner.Token]) of the message's partner: its
+	// Partner is the token ([github.com/floodgate-go/floodgate/partner.Token]) of the message's partner: its
 	// name in subjects and its metrics label. It is the partner's token in
-	// single-partner mode too ([retryqueue.DefaultPartner] unless the
+	// single-partner mode too ([github.com/floodgate-go/floodgate/retryqueue.DefaultPartner] unless the
 	// queue names one), and empty only when no partner was chosen (a
 	// message without a partner key and no default partner).
 	Partner string
