@@ -4,10 +4,13 @@
 //
 // # Topics and streams
 //
-// A Watermill topic maps to one JetStream stream of the same name with the
-// single subject of the same name, in file storage ([StreamConfig]). Topics
-// must therefore be valid stream names: no '.', '*', '>', '/', '\\' or
-// whitespace ([ValidateTopic]).
+// A Watermill topic is a NATS subject: one token ("edi_orders") or several
+// separated by '.' ("edi.orders.850"), without wildcards, '/', '\\' or
+// whitespace ([ValidateTopic]). It maps to one JetStream stream with the
+// single subject topic, in file storage ([StreamConfig]). The stream is
+// named [StreamName](topic): the topic itself when it has no '.' (as in
+// earlier releases), else its injective encoding ("edi=2Eorders=2E850"),
+// so distinct topics never share a stream.
 //
 // # Existing streams and consumers
 //

@@ -3,6 +3,7 @@ package jsq_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -296,8 +297,8 @@ func TestPublisherErrors(t *testing.T) {
 	if err == nil || !errors.Is(err, jetstream.ErrNoStreamResponse) {
 		t.Fatalf("publish to missing stream: err = %v, want ErrNoStreamResponse", err)
 	}
-	if err := e.pub.Publish("a.b", message.NewMessage("x", nil)); !errors.Is(err, jsq.ErrInvalidTopic) {
-		t.Fatalf("topic with '.': err = %v, want ErrInvalidTopic", err)
+	if err := e.pub.Publish("a.*", message.NewMessage("x", nil)); !errors.Is(err, jsq.ErrInvalidTopic) {
+		t.Fatalf("topic with a wildcard: err = %v, want ErrInvalidTopic", err)
 	}
 	bad := message.NewMessage("x", nil)
 	bad.Metadata.Set("a/b", "v")
@@ -318,11 +319,61 @@ func TestPublisherErrors(t *testing.T) {
 
 func TestValidateTopic(t *testing.T) {
 	for topic, ok := range map[string]bool{
-		"orders": true, "floodgate_retry": true, "a-b_C9": true,
-		"": false, "a.b": false, "a*": false, "a>": false, "a b": false, "a/b": false, `a\b`: false,
+		"orders": true, "floodgate_retry": true, "a-b_C9": true, "edi.orders.850": true, "a.b=c": true,
+		"": false, "a*": false, "a>": false, "a b": false, "a/b": false, `a\b`: false,
+		".a": false, "a.": false, "a..b": false, "a.*": false, "a.>": false, "a=2Eb": false,
 	} {
 		if err := jsq.ValidateTopic(topic); (err == nil) != ok {
 			t.Errorf("ValidateTopic(%q) = %v, want ok=%v", topic, err, ok)
+		}
+	}
+	for name, ok := range map[string]bool{"floodgate_retry": true, "a=b": true, "": false, "a.b": false, "a b": false} {
+		if err := jsq.ValidateStreamName(name); (err == nil) != ok {
+			t.Errorf("ValidateStreamName(%q) = %v, want ok=%v", name, err, ok)
+		}
+	}
+}
+
+// A hierarchical topic gets its own stream, whose name no other valid
+// topic's stream has, and messages go through it like a flat topic's.
+func TestHierarchicalTopic(t *testing.T) {
+	e := setup(t)
+	topics := []string{e.topic + ".orders.850", e.topic + ".orders_850", e.topic + "_orders.850"}
+	names := map[string]string{e.topic: e.topic}
+	for _, topic := range topics {
+		if err := jsq.ValidateTopic(topic); err != nil {
+			t.Fatal(err)
+		}
+		name := jsq.StreamName(topic)
+		if prev, ok := names[name]; ok {
+			t.Fatalf("topics %q and %q share stream %q", prev, topic, name)
+		}
+		if err := jsq.ValidateStreamName(name); err != nil || jsq.ValidateTopic(name) == nil {
+			t.Fatalf("stream name %q of %q: valid stream name %v; also a valid topic: %v", name, topic, err, jsq.ValidateTopic(name) == nil)
+		}
+		names[name] = topic
+		natstest.DeleteStreams(t, e.js, name)
+	}
+	sub := e.subscriber(t, jsq.SubscriberConfig{})
+	for i, topic := range topics {
+		ch, err := sub.Subscribe(ctx(t), topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := e.pub.Publish(topic, message.NewMessage(fmt.Sprint("m", i), []byte(topic))); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-ch:
+			if m.UUID != fmt.Sprint("m", i) || string(m.Payload) != topic {
+				t.Fatalf("topic %q received %s %q", topic, m.UUID, m.Payload)
+			}
+			m.Ack()
+		case <-time.After(10 * time.Second):
+			t.Fatalf("topic %q: nothing received", topic)
+		}
+		if _, err := e.js.Consumer(ctx(t), jsq.StreamName(topic), jsq.DefaultConsumerName(topic)); err != nil {
+			t.Fatalf("consumer of %q on stream %q: %v", topic, jsq.StreamName(topic), err)
 		}
 	}
 }

@@ -146,8 +146,8 @@ func (c *SubscriberConfig) validate() error {
 }
 
 // DefaultConsumerName is the default durable consumer name for a topic:
-// "floodgate__" + topic.
-func DefaultConsumerName(topic string) string { return "floodgate__" + topic }
+// "floodgate__" + [StreamName](topic).
+func DefaultConsumerName(topic string) string { return "floodgate__" + StreamName(topic) }
 
 // consumerConfig requires defaults set.
 func (c SubscriberConfig) consumerConfig(topic string) jetstream.ConsumerConfig {
@@ -225,7 +225,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		return nil, err
 	}
 	cc := s.cfg.consumerConfig(topic)
-	cons, err := EnsureConsumer(ctx, s.js, topic, cc)
+	cons, err := EnsureConsumer(ctx, s.js, StreamName(topic), cc)
 	if err != nil {
 		return nil, err
 	}

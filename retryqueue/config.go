@@ -247,10 +247,10 @@ func (c *Config) validateTopics() error {
 	if c.RetryTopic == c.DeadLetterTopic {
 		return fmt.Errorf("%w: RetryTopic and DeadLetterTopic must differ, both %q", ErrInvalidConfig, c.RetryTopic)
 	}
-	if err := jsq.ValidateTopic(c.RetryTopic); err != nil {
+	if err := jsq.ValidateStreamName(c.RetryTopic); err != nil {
 		return fmt.Errorf("%w: RetryTopic: %w", ErrInvalidConfig, err)
 	}
-	if err := jsq.ValidateTopic(c.DeadLetterTopic); err != nil {
+	if err := jsq.ValidateStreamName(c.DeadLetterTopic); err != nil {
 		return fmt.Errorf("%w: DeadLetterTopic: %w", ErrInvalidConfig, err)
 	}
 	if !validBucket(c.PayloadBucket) {

@@ -220,10 +220,10 @@ func (c *DrainerConfig) validate() error {
 	case c.PollInterval <= 0:
 		return fmt.Errorf("%w: PollInterval must be > 0, got %s", ErrInvalidConfig, c.PollInterval)
 	}
-	if err := jsq.ValidateTopic(c.Stream); err != nil {
+	if err := jsq.ValidateStreamName(c.Stream); err != nil {
 		return fmt.Errorf("%w: Stream: %w", ErrInvalidConfig, err)
 	}
-	if err := jsq.ValidateTopic(c.Consumer); err != nil {
+	if err := jsq.ValidateStreamName(c.Consumer); err != nil {
 		return fmt.Errorf("%w: Consumer: %w", ErrInvalidConfig, err)
 	}
 	return nil

@@ -132,7 +132,7 @@ func sourceLimit(ctx context.Context, js jetstream.JetStream, sources []string) 
 	var limit int64
 	var from string
 	for _, name := range sources {
-		st, err := js.Stream(ctx, name)
+		st, err := js.Stream(ctx, jsq.StreamName(name))
 		if err != nil {
 			return 0, "", fmt.Errorf("retryqueue: source stream %q: %w", name, err)
 		}

@@ -87,13 +87,13 @@ func (f *streamFlags) check() string {
 }
 
 // checkTopics validates -retry-topic and -dead-topic as retryqueue.Config
-// does (jsq.ValidateTopic, and distinct); it returns the message of a
+// does (jsq.ValidateStreamName, and distinct); it returns the message of a
 // usage error, or "".
 func checkTopics(retry, dead string) string {
-	if err := jsq.ValidateTopic(retry); err != nil {
+	if err := jsq.ValidateStreamName(retry); err != nil {
 		return fmt.Sprintf("-retry-topic: %v", err)
 	}
-	if err := jsq.ValidateTopic(dead); err != nil {
+	if err := jsq.ValidateStreamName(dead); err != nil {
 		return fmt.Sprintf("-dead-topic: %v", err)
 	}
 	if retry == dead {
