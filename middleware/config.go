@@ -50,9 +50,9 @@ type Config struct {
 	// Breaker.
 	PartnerKey func(msg *message.Message) string
 
-	// DefaultPartner is the partner key of a live message for which
-	// PartnerKey returns "". Optional, with Partners only. Default "": such
-	// a message is dead-lettered with reason [DeadReasonNoPartner].
+	// A live message for which PartnerKey returns "" goes to the partner
+	// of this key. Optional, with Partners only. Default "": such a
+	// message is dead-lettered with reason [DeadReasonNoPartner].
 	DefaultPartner string
 
 	// Queue receives diverted messages and dead letters; in per-partner
