@@ -342,6 +342,8 @@ func TestPartnerDrainManyPartners(t *testing.T) {
 			if pd.InFlight() > bound {
 				over.Add(1)
 			}
+			time.Sleep(2 * time.Millisecond) // a partner call takes a while: handlers overlap
+
 		}),
 		Gate:        func(string) retryqueue.Gate { return openGate },
 		MaxInFlight: bound,
