@@ -58,6 +58,12 @@ type Event struct {
 	// queue names one), and empty only when no partner was chosen (a
 	// message without a partner key and no default partner).
 	Partner string
+	// PartnerKey is the message's partner key, as [Config.PartnerKey]
+	// returned it (or the default, or a drained message's route's); empty
+	// when Partner is. It is untrusted input: log Partner, not PartnerKey.
+	// The one-call constructor feeds it to the partner's drain rate
+	// ([github.com/floodgate-go/floodgate/retryqueue.PartnerDrainer.Observe]).
+	PartnerKey string
 	// Action is what the middleware did.
 	Action Action
 	// Reason is the diversion reason ("open", "probe-limit", "ramp",

@@ -90,6 +90,7 @@ func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
 		if g.reg != nil {
 			c.key, noKey = g.partnerKey(msg)
 		}
+		ev.PartnerKey = c.key
 		if ctx := msg.Context(); ctx.Err() != nil {
 			// Given up before admission (the subscriber's ack deadline
 			// passed while the message waited, or the router is closing):
