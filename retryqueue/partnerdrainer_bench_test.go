@@ -22,19 +22,23 @@ import (
 // drain is paused on its closed gate; then all gates open at once and the
 // clock runs until the handler (a no-op: unbounded partner capacity) has
 // every message. It reports:
+//
 //   - drain_s: time to drain all;
+//
 //   - plain_msgs/s: a plain JetStream pull consumer's read rate (Fetch of
 //     500, ack each) over the same number of the same messages in a stream
 //     of the same kind, measured in the same run;
+//
 //   - min_s: the theoretical minimum, backlog / plain_msgs/s (the partners'
 //     aggregate capacity is unbounded here), and x_min = drain_s / min_s;
+//
 //   - fairness: each partner's drain rate (its backlog / the time it took
 //     to finish) against its max-min fair share (every partner has the same
 //     backlog and demand, so the same share: the aggregate rate / partners),
 //     as worst_dev_% (the largest deviation), p50_dev_% and within20_% (the
 //     partners within ±20 %).
 //
-//	go test -run '^$' -bench PartnerDrain1000 -benchtime 1x -count 3 -timeout 30m ./retryqueue/
+//     go test -run '^$' -bench PartnerDrain1000 -benchtime 1x -count 3 -timeout 30m ./retryqueue/
 func BenchmarkPartnerDrain1000(b *testing.B) {
 	const partners, each = 1000, 10
 	url := natstest.URL(b)
