@@ -14,7 +14,6 @@ import (
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/floodgate-go/floodgate/jsq"
-	"github.com/floodgate-go/floodgate/partner"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
 )
@@ -360,6 +359,15 @@ type Drainer struct {
 
 	order keyOrder // per-key ordering state
 
+	// rt is the route drained (not AllPartners): the Queue's own, or a
+	// [PartnerDrainer]'s partner.
+	rt route
+	// Set by a [PartnerDrainer] only: the shared in-flight bound, and the
+	// check made when a fetch found nothing, which ends Run when it
+	// reports true.
+	share *fairShare
+	idle  func(context.Context) bool
+
 	fetched, drained, redelivered, deferred, dead, ackErrors, gateClosed, failures, backoffs atomic.Uint64
 }
 
@@ -382,6 +390,7 @@ func NewDrainer(cfg DrainerConfig) (*Drainer, error) {
 	}
 	d := &Drainer{
 		cfg:       cfg,
+		rt:        cfg.Queue.routeOf(cfg.Queue.cfg.Partner),
 		burstAuto: cfg.Burst == 0,
 		wake:      make(chan struct{}, 1),
 		slots:     make(chan struct{}, cfg.MaxInFlight),
@@ -432,7 +441,7 @@ func (d *Drainer) FilterSubject() string {
 	if d.cfg.AllPartners {
 		return d.cfg.Stream + "." + d.cfg.Queue.service + ".>"
 	}
-	return d.cfg.Queue.routeOf(d.cfg.Queue.cfg.Partner).subject(d.cfg.Stream)
+	return d.rt.subject(d.cfg.Stream)
 }
 
 // owns returns the route of subject if the drainer drains it.
@@ -441,7 +450,7 @@ func (d *Drainer) owns(subject string) (route, bool) {
 	if !ok || r.service != d.cfg.Queue.service {
 		return route{}, false
 	}
-	if !d.cfg.AllPartners && r.partnerToken != partner.Token(d.cfg.Queue.cfg.Partner) {
+	if !d.cfg.AllPartners && r.partnerToken != d.rt.partnerToken {
 		return route{}, false
 	}
 	return r, true
@@ -703,7 +712,14 @@ func (d *Drainer) Run(ctx context.Context) error {
 			indexed = true
 		}
 		if err := d.round(ctx, cons); err != nil {
-			if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) {
+			if errors.Is(err, errDrainIdle) {
+				break
+			}
+			if consumerGone(err) {
+				// Deleted under it (another replica's [PartnerDrainer]
+				// found the route empty): create it again. Work-queue
+				// retention kept every unacked message, and a new
+				// deliver-all consumer gets them again.
 				cons = nil
 			}
 			if ctx.Err() == nil {
@@ -749,6 +765,9 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 			d.mu.Lock()
 			d.pausedAt = time.Now()
 			d.mu.Unlock()
+			if d.idle != nil && d.handlersIdle() && d.idle(ctx) {
+				return errDrainIdle // woken for a paused partner with no backlog
+			}
 		}
 		d.sleep(ctx, d.cfg.PollInterval)
 		return nil
@@ -787,16 +806,34 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 		return nil
 	}
 	n := min(budget, d.lim.Burst(), int(tokens), free)
+	if d.share != nil {
+		// The shared in-flight bound: wait for a fair share of it, then
+		// look at the gate again (it may have closed meanwhile).
+		got, err := d.share.acquire(ctx, d, n)
+		if err != nil {
+			return nil // ctx done
+		}
+		if n = min(got, d.cfg.Gate.Budget()); n < got {
+			d.share.release(d, got-n)
+		}
+		if n <= 0 {
+			return nil
+		}
+	}
 	gen := d.cfg.Queue.keysGeneration()
 	sent := time.Now()
 	batch, err := cons.FetchNoWait(n)
 	if err != nil {
+		d.releaseShare(n)
 		return err
 	}
 	var msgs []jetstream.Msg
 	for m := range batch.Messages() {
 		msgs = append(msgs, m)
 	}
+	// Slots for messages the fetch did not bring back go back at once;
+	// each fetched one's goes back once it is settled.
+	d.releaseShare(n - len(msgs))
 	if err := batch.Error(); err != nil && len(msgs) == 0 {
 		return err
 	}
@@ -807,6 +844,9 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 	}
 	if len(msgs) == 0 {
 		d.clearKeysIfEmpty(ctx, gen)
+		if d.idle != nil && d.handlersIdle() && d.idle(ctx) {
+			return errDrainIdle
+		}
 		d.sleep(ctx, d.cfg.PollInterval)
 		return nil
 	}
@@ -853,6 +893,11 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 			})
 		}
 	}
+	grouped := 0
+	for _, g := range groups {
+		grouped += len(g)
+	}
+	d.releaseShare(len(msgs) - grouped) // deferred: settled already
 	if len(groups) == 0 {
 		return nil // all deferred: no token used, fetch again at once
 	}
@@ -868,7 +913,7 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 			d.slots <- struct{}{}
 			d.lim.ReserveN(time.Now(), 1)
 			d.handlers.Go(func() {
-				defer func() { <-d.slots; d.Wake() }()
+				defer func() { <-d.slots; d.releaseShare(1); d.Wake() }()
 				d.handle(ctx, it)
 			})
 		}
@@ -878,6 +923,7 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 	// time, and the round waits for all, so no later round overtakes a
 	// key's earlier message or exceeds the budget.
 	var wg sync.WaitGroup
+	defer d.releaseShare(grouped)
 	for _, g := range groups {
 		wg.Go(func() {
 			for i, it := range g {
@@ -926,7 +972,7 @@ func (d *Drainer) handle(ctx context.Context, it item) {
 	r, owned := d.owns(jm.Subject())
 	var why string
 	if !owned {
-		r = d.cfg.Queue.routeOf(d.cfg.Queue.cfg.Partner)
+		r = d.rt
 		why = fmt.Sprintf("stored under subject %q, outside this drainer's %q", jm.Subject(), d.FilterSubject())
 	} else if why = checkRoute(wm, r); why == "" {
 		r = withKey(wm, r)

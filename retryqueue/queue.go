@@ -31,6 +31,9 @@ type Queue struct {
 	keys    map[string]int
 	keysGen uint64
 
+	// hooks hear of every confirmed diversion ([PartnerDrainer]).
+	hooks divertHooks
+
 	diverted     atomic.Uint64
 	deadLettered atomic.Uint64
 	failed       atomic.Uint64
@@ -246,6 +249,7 @@ func (q *Queue) RouteTo(ctx context.Context, msg *message.Message, partnerKey st
 	if s := slotFor(ctx, msg); s != nil {
 		s.set(outcomeDiverted, reason)
 	}
+	q.hooks.notify(r)
 	return "", nil
 }
 

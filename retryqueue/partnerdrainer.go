@@ -1,0 +1,555 @@
+package retryqueue
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/floodgate-go/floodgate/jsq"
+	"github.com/floodgate-go/floodgate/partner"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// PartnerDrainerConfig configures [NewPartnerDrainer].
+type PartnerDrainerConfig struct {
+	// JetStream is the JetStream context the partners' drainers consume
+	// with and discovery reads the retry stream with.
+	// Required.
+	JetStream jetstream.JetStream
+	// Queue is the retry queue drained: every partner of its service
+	// ([Queue.Service]). Its diversions start their partner's drain at
+	// once. A Queue with [Config.OrderingKey] is refused: its ordering
+	// index is one per Queue, not per partner (use a [Drainer] with
+	// [DrainerConfig.AllPartners]).
+	// Required.
+	Queue *Queue
+	// Handler delivers a drained message, as [DrainerConfig.Handler]; it
+	// finds the partner with [DrainedPartner].
+	// Required.
+	Handler message.HandlerFunc
+	// Gate returns the gate of a partner's breaker (see [Gate]). It is
+	// called when the partner's drain starts, and the gate it returns is
+	// used until that drain stops. It must not return nil.
+	// Required.
+	Gate func(partnerKey string) Gate
+	// Drainer is the template of every partner's [Drainer]: rates and
+	// adaptive control, per-partner MaxInFlight, AckWait, PollInterval,
+	// NakDelay, Logger. Its JetStream, Queue, Handler, Gate, Consumer and
+	// AllPartners must be zero (they are set per partner); its Stream may
+	// name the retry stream.
+	// Optional. Default the [DrainerConfig] defaults.
+	Drainer DrainerConfig
+	// MaxInFlight bounds the drained messages in handlers across all
+	// partners at once, shared max-min fairly (see [PartnerDrainer]).
+	// Optional. Default 256. Valid range 1..100000.
+	MaxInFlight int
+	// DiscoverInterval is how often the retry stream's per-subject counts
+	// are read to find partners with a backlog that this process did not
+	// divert (another replica's, or from before a restart). They are also
+	// read when Run starts.
+	// Optional. Default 10s. Valid range >= 10ms.
+	DiscoverInterval time.Duration
+}
+
+func (c *PartnerDrainerConfig) setDefaults() {
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 256
+	}
+	if c.DiscoverInterval == 0 {
+		c.DiscoverInterval = 10 * time.Second
+	}
+}
+
+// Validate reports whether c, with defaults applied to its zero fields, is
+// valid: the check [NewPartnerDrainer] makes. It does not modify c. The
+// error wraps [ErrInvalidConfig] and names the field and its allowed range.
+func (c PartnerDrainerConfig) Validate() error {
+	c.setDefaults()
+	t := c.Drainer
+	switch {
+	case c.JetStream == nil:
+		return fmt.Errorf("%w: JetStream is required", ErrInvalidConfig)
+	case c.Queue == nil:
+		return fmt.Errorf("%w: Queue is required", ErrInvalidConfig)
+	case c.Queue.Ordered():
+		return fmt.Errorf("%w: Queue has an OrderingKey: per-key ordering needs one Drainer for the service (DrainerConfig.AllPartners), not a PartnerDrainer", ErrInvalidConfig)
+	case c.Handler == nil:
+		return fmt.Errorf("%w: Handler is required", ErrInvalidConfig)
+	case c.Gate == nil:
+		return fmt.Errorf("%w: Gate is required", ErrInvalidConfig)
+	case c.MaxInFlight < 1 || c.MaxInFlight > 100000:
+		return fmt.Errorf("%w: MaxInFlight must be in 1..100000, got %d", ErrInvalidConfig, c.MaxInFlight)
+	case c.DiscoverInterval < 10*time.Millisecond:
+		return fmt.Errorf("%w: DiscoverInterval must be >= 10ms, got %s", ErrInvalidConfig, c.DiscoverInterval)
+	case t.JetStream != nil || t.Queue != nil || t.Handler != nil || t.Gate != nil:
+		return fmt.Errorf("%w: Drainer.JetStream, Drainer.Queue, Drainer.Handler and Drainer.Gate must be unset: PartnerDrainerConfig sets them per partner", ErrInvalidConfig)
+	case t.Consumer != "":
+		return fmt.Errorf("%w: Drainer.Consumer must be empty: each partner's consumer is ConsumerName(service, partner key)", ErrInvalidConfig)
+	case t.AllPartners:
+		return fmt.Errorf("%w: Drainer.AllPartners must be false: a PartnerDrainer drains each partner on its own consumer", ErrInvalidConfig)
+	}
+	t.JetStream, t.Queue, t.Handler = c.JetStream, c.Queue, c.Handler
+	t.Gate = GateFunc(func() int { return 0 })
+	if err := t.Validate(); err != nil {
+		return fmt.Errorf("%w: Drainer.%s", ErrInvalidConfig, strings.TrimPrefix(err.Error(), ErrInvalidConfig.Error()+": "))
+	}
+	return nil
+}
+
+// PartnerStatus is one partner's drain, as [PartnerDrainer.Partners] and
+// [PartnerDrainer.Status] report it.
+type PartnerStatus struct {
+	// Key is the partner key; "" when only its token is known (a hashed
+	// token whose drain does not run here).
+	Key string `json:"key"`
+	// Token is [partner.Token] of Key: the last token of its subject.
+	Token string `json:"token"`
+	// Backlog is the partner's messages in the retry stream: read from the
+	// server by Status; by Partners, as last seen (at discovery or the
+	// drain's last empty fetch).
+	Backlog uint64 `json:"backlog"`
+	// Draining reports that this process runs the partner's drain.
+	Draining bool `json:"draining"`
+	// Paused reports that the partner's gate admitted nothing at its
+	// drain's last look (its breaker is open, or half-open with every probe
+	// slot taken).
+	Paused bool `json:"paused"`
+	// Rate is the drain's rate limit, in messages per second (0 when not
+	// draining here).
+	Rate float64 `json:"rate"`
+	// DrainedPerSec is the measured drain rate, in messages per second,
+	// over the last few seconds.
+	DrainedPerSec float64 `json:"drained_per_s"`
+	// Drained counts messages drained since this drain started.
+	Drained uint64 `json:"drained"`
+}
+
+// PartnerDrainer drains every partner of one service, each under its own
+// breaker's budget, so that an open partner's backlog never delays a
+// healthy one's (no head-of-line blocking).
+//
+// Each partner with a backlog gets its own [Drainer]: a durable consumer
+// ([ConsumerName](service, partner key)) filtered on the partner's route
+// subject, the [Gate] PartnerDrainerConfig.Gate returns for it, and its own
+// adaptive drain rate (the template's AIMD, per partner). An open
+// partner's drainer fetches nothing, so its backlog is never read; the
+// others fetch from their own consumers. Drained messages in handlers are
+// bounded across partners by [PartnerDrainerConfig.MaxInFlight], shared
+// max-min fairly: free slots go to the waiting partners in turn, and a
+// partner already holding its fair share (MaxInFlight / partners draining)
+// waits behind those below it.
+//
+// A partner's drain starts when the Queue diverts a message to it (at once,
+// through a hook in the Queue), on [PartnerDrainer.Wake], or when
+// discovery finds its subject non-empty in the retry stream (at Run and
+// every DiscoverInterval: another replica's diversions, or a backlog from
+// before a restart). It stops when a fetch finds nothing and the consumer
+// has nothing pending or awaiting an ack: the drainer then deletes its
+// consumer and its goroutine returns. So an idle partner costs no
+// goroutine, no consumer and no poll loop; the PartnerDrainer itself runs
+// one goroutine and one discovery timer per service. Deleting the consumer
+// loses nothing: the work-queue retry stream keeps every unacked message,
+// and a new deliver-all consumer gets them again; a replica whose consumer
+// was deleted under it creates it again (a message it held unacked is
+// delivered again: a duplicate, never a loss). A diversion that races the
+// stop restarts the drain.
+//
+// Its methods are safe for concurrent use; Run runs once at a time.
+type PartnerDrainer struct {
+	cfg    PartnerDrainerConfig
+	stream string
+	share  *fairShare
+	kick   chan struct{}
+
+	running atomic.Bool
+
+	mu      sync.Mutex
+	ctx     context.Context // Run's; nil while not running
+	parts   map[string]*drainPart
+	pending map[string]route // woken before Run
+	wg      sync.WaitGroup   // the partners' Run goroutines
+}
+
+// drainPart is one partner's drain; its fields are guarded by
+// PartnerDrainer.mu.
+type drainPart struct {
+	rt       route
+	d        *Drainer
+	stopping bool // the drain found nothing and is deleting its consumer
+	again    bool // woken while stopping: run again
+	backlog  uint64
+}
+
+// NewPartnerDrainer returns a [PartnerDrainer]. It returns an error
+// wrapping "invalid config" and [ErrInvalidConfig] naming the field and its
+// allowed range.
+func NewPartnerDrainer(cfg PartnerDrainerConfig) (*PartnerDrainer, error) {
+	cfg.setDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid config: %w", err)
+	}
+	cfg.Drainer.Queue = cfg.Queue // for the template's defaults
+	cfg.Drainer.setDefaults()
+	cfg.Drainer.Consumer = ""
+	return &PartnerDrainer{
+		cfg:     cfg,
+		stream:  cfg.Drainer.Stream,
+		share:   newFairShare(cfg.MaxInFlight),
+		kick:    make(chan struct{}, 1),
+		parts:   map[string]*drainPart{},
+		pending: map[string]route{},
+	}, nil
+}
+
+// Run discovers the partners with a backlog and drains each until its
+// backlog is empty, until ctx is done; then it waits for the partners'
+// drainers to finish their handlers in flight and returns nil. It returns
+// [ErrRunning] if already running. A partner's drainer that fails to start
+// (its consumer refused: [ErrRouteConflict], a [*jsq.ConfigMismatchError])
+// is logged and tried again at the next discovery.
+func (p *PartnerDrainer) Run(ctx context.Context) error {
+	if !p.running.CompareAndSwap(false, true) {
+		return ErrRunning
+	}
+	defer p.running.Store(false)
+	remove := p.cfg.Queue.hooks.add(p.diverted)
+	defer remove()
+	p.mu.Lock()
+	p.ctx = ctx
+	pending := p.pending
+	p.pending = map[string]route{}
+	p.mu.Unlock()
+	for _, r := range pending {
+		p.wakeRoute(r)
+	}
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			p.mu.Lock()
+			p.ctx = nil
+			p.mu.Unlock()
+			p.wg.Wait()
+			return nil
+		case <-p.kick:
+		case <-t.C:
+		}
+		if err := p.discover(ctx); err != nil && ctx.Err() == nil {
+			p.cfg.Drainer.Logger.Error("retryqueue: discover partners with a backlog", err, watermill.LogFields{"stream": p.stream, "service": p.cfg.Queue.Service()})
+		}
+		t.Reset(p.cfg.DiscoverInterval)
+	}
+}
+
+// diverted is the Queue's diversion hook.
+func (p *PartnerDrainer) diverted(r route) {
+	if !r.known {
+		p.Discover()
+		return
+	}
+	p.wakeRoute(r)
+}
+
+// Discover makes Run read the retry stream's per-partner counts now rather
+// than at the next DiscoverInterval. It never blocks.
+func (p *PartnerDrainer) Discover() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Wake starts the drain of partner partnerKey if it is not running (it
+// stops again at once if the partner's backlog is empty), or makes its
+// waiting drainer look at its gate now: call it when the partner's breaker
+// changes state. Before Run it is remembered until Run starts. It never
+// blocks on I/O.
+func (p *PartnerDrainer) Wake(partnerKey string) {
+	p.wakeRoute(p.cfg.Queue.routeOf(partnerKey))
+}
+
+// wakeRoute is Wake for a route whose key is known.
+func (p *PartnerDrainer) wakeRoute(r route) {
+	p.mu.Lock()
+	if p.ctx == nil {
+		p.pending[r.partnerToken] = r
+		p.mu.Unlock()
+		return
+	}
+	if e := p.parts[r.partnerToken]; e != nil {
+		if e.stopping {
+			e.again = true
+		}
+		d := e.d
+		p.mu.Unlock()
+		d.Wake()
+		return
+	}
+	p.mu.Unlock()
+	// Built without the lock: Gate is the caller's code (a registry
+	// lookup, which may ask HasBacklog).
+	e := &drainPart{rt: r}
+	d, err := p.newDrainer(e)
+	if err != nil {
+		p.cfg.Drainer.Logger.Error("retryqueue: partner drainer", err, watermill.LogFields{"stream": p.stream, "partner_token": r.partnerToken})
+		return
+	}
+	e.d = d
+	p.mu.Lock()
+	if p.ctx == nil || p.parts[r.partnerToken] != nil {
+		// Run ended, or another wake started it meanwhile: drop this one.
+		p.mu.Unlock()
+		p.wakeRoute(r)
+		return
+	}
+	p.parts[r.partnerToken] = e
+	ctx := p.ctx
+	p.wg.Add(1)
+	p.mu.Unlock()
+	go p.runPart(ctx, e)
+}
+
+// newDrainer builds e's drainer from the template.
+func (p *PartnerDrainer) newDrainer(e *drainPart) (*Drainer, error) {
+	c := p.cfg.Drainer
+	c.JetStream, c.Queue, c.Handler = p.cfg.JetStream, p.cfg.Queue, p.cfg.Handler
+	c.Consumer = consumerPrefix + p.cfg.Queue.service + "~" + e.rt.partnerToken
+	if c.Gate = p.cfg.Gate(e.rt.partnerKey); c.Gate == nil {
+		return nil, fmt.Errorf("%w: Gate returned nil for partner token %q", ErrInvalidConfig, e.rt.partnerToken)
+	}
+	d, err := NewDrainer(c)
+	if err != nil {
+		return nil, err
+	}
+	d.rt, d.share = e.rt, p.share
+	d.idle = func(ctx context.Context) bool { return p.stop(ctx, e) }
+	return d, nil
+}
+
+// runPart runs e's drainer until its backlog is empty or ctx is done.
+func (p *PartnerDrainer) runPart(ctx context.Context, e *drainPart) {
+	defer p.wg.Done()
+	for {
+		err := e.d.Run(ctx)
+		if err != nil {
+			p.cfg.Drainer.Logger.Error("retryqueue: partner drainer", err, watermill.LogFields{"stream": p.stream, "consumer": e.d.Consumer()})
+		}
+		p.mu.Lock()
+		if err == nil && ctx.Err() == nil && e.again {
+			e.stopping, e.again = false, false
+			p.mu.Unlock()
+			continue
+		}
+		delete(p.parts, e.rt.partnerToken)
+		p.mu.Unlock()
+		return
+	}
+}
+
+// stop is e's drainer's idle check, made after a fetch found nothing: it
+// deletes the consumer and reports true when the consumer has nothing
+// pending or awaiting an ack.
+func (p *PartnerDrainer) stop(ctx context.Context, e *drainPart) bool {
+	p.mu.Lock()
+	e.stopping, e.again = true, false
+	p.mu.Unlock()
+	done := p.emptyDeleted(ctx, e)
+	if !done {
+		p.mu.Lock()
+		e.stopping, e.again = false, false
+		p.mu.Unlock()
+	}
+	return done
+}
+
+func (p *PartnerDrainer) emptyDeleted(ctx context.Context, e *drainPart) bool {
+	name := e.d.Consumer()
+	c, err := p.cfg.JetStream.Consumer(ctx, p.stream, name)
+	if err != nil {
+		return false // gone already (another replica): Run creates it again and looks
+	}
+	info := c.CachedInfo() // fresh: the lookup just read it
+	n := info.NumPending + uint64(info.NumAckPending)
+	p.mu.Lock()
+	e.backlog = n
+	p.mu.Unlock()
+	if n > 0 {
+		return false
+	}
+	err = p.cfg.JetStream.DeleteConsumer(ctx, p.stream, name)
+	return err == nil || errors.Is(err, jetstream.ErrConsumerNotFound)
+}
+
+// discover starts the drain of every partner of the service whose subject
+// holds messages.
+func (p *PartnerDrainer) discover(ctx context.Context) error {
+	st, counts, err := p.counts(ctx)
+	if err != nil {
+		return err
+	}
+	for subject, n := range counts {
+		r, ok := routeFromSubject(p.stream, subject)
+		if !ok || r.service != p.cfg.Queue.service || n == 0 {
+			continue
+		}
+		p.mu.Lock()
+		e := p.parts[r.partnerToken]
+		if e != nil {
+			e.backlog = n
+		}
+		p.mu.Unlock()
+		if e != nil {
+			continue
+		}
+		if !r.known {
+			k, err := lastKey(ctx, st, subject, r.partnerToken)
+			if err != nil {
+				p.cfg.Drainer.Logger.Error("retryqueue: partner key of a hashed token", err, watermill.LogFields{"stream": p.stream, "subject": subject})
+				continue
+			}
+			r.partnerKey, r.known = k, true
+		}
+		p.wakeRoute(r)
+	}
+	return nil
+}
+
+// counts returns the message count of each of the service's subjects.
+func (p *PartnerDrainer) counts(ctx context.Context) (jetstream.Stream, map[string]uint64, error) {
+	st, err := p.cfg.JetStream.Stream(ctx, p.stream)
+	if err != nil {
+		return nil, nil, err
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(ServiceSubjects(p.stream, p.cfg.Queue.Service())))
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, info.State.Subjects, nil
+}
+
+// lastKey recovers the partner key of a hashed token from the last message
+// stored under subject ([PartnerKey]), checked against token.
+func lastKey(ctx context.Context, st jetstream.Stream, subject, token string) (string, error) {
+	raw, err := st.GetLastMsgForSubject(ctx, subject)
+	if err != nil {
+		return "", err
+	}
+	m := message.NewMessage(raw.Header.Get(jsq.UUIDHeader), nil)
+	for k, v := range raw.Header {
+		if !jsq.Reserved(k) && len(v) > 0 {
+			m.Metadata.Set(k, v[0])
+		}
+	}
+	k, ok := PartnerKey(m)
+	if !ok || partner.Token(k) != token {
+		return "", fmt.Errorf("%w: message %s under %q carries no partner key of token %q", ErrRouteMismatch, m.UUID, subject, token)
+	}
+	return k, nil
+}
+
+// HasBacklog reports whether partner partnerKey's drain runs here (it has
+// a backlog, or is finding out that it has none), or is due to start.
+// Use it as the partner registry's HasBacklog, so a partner is not evicted
+// while its backlog drains. It does no I/O.
+func (p *PartnerDrainer) HasBacklog(partnerKey string) bool {
+	tok := partner.Token(partnerKey)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, running := p.parts[tok]
+	_, pending := p.pending[tok]
+	return running || pending
+}
+
+// Observe reports the outcome of one live delivery to partner partnerKey
+// to that partner's adaptive drain rate, as [Drainer.Observe] does; it is
+// ignored while the partner's drain does not run. Call it from the
+// middleware's event hook for admitted calls. It never blocks on I/O.
+func (p *PartnerDrainer) Observe(partnerKey, uuid string, failed bool, latency time.Duration) {
+	p.mu.Lock()
+	e := p.parts[partner.Token(partnerKey)]
+	p.mu.Unlock()
+	if e != nil {
+		e.d.Observe(uuid, failed, latency)
+	}
+}
+
+// InFlight returns the drained messages in handlers (or fetched and not
+// yet settled) across all partners: at most
+// [PartnerDrainerConfig.MaxInFlight].
+func (p *PartnerDrainer) InFlight() int { return p.share.inUse() }
+
+// Partners returns the partners whose drain runs here, sorted by token,
+// without asking the server (Backlog as last seen). It suits metrics.
+func (p *PartnerDrainer) Partners() []PartnerStatus {
+	p.mu.Lock()
+	out := make([]PartnerStatus, 0, len(p.parts))
+	ds := make([]*Drainer, 0, len(p.parts))
+	for _, e := range p.parts {
+		out = append(out, PartnerStatus{Key: e.rt.partnerKey, Token: e.rt.partnerToken, Backlog: e.backlog, Draining: true})
+		ds = append(ds, e.d)
+	}
+	p.mu.Unlock()
+	now := time.Now()
+	for i, d := range ds {
+		out[i].Paused = d.paused.Load()
+		out[i].Rate = d.Rate()
+		out[i].DrainedPerSec = d.measured(now)
+		out[i].Drained = d.drained.Load()
+	}
+	slices.SortFunc(out, func(a, b PartnerStatus) int { return strings.Compare(a.Token, b.Token) })
+	return out
+}
+
+// Status returns every partner of the service with a backlog in the retry
+// stream, whichever replica diverted it, and every partner whose drain runs
+// here, sorted by token; Backlog is read from the server (one stream info
+// request). The Key of a hashed token whose drain does not run here is "".
+func (p *PartnerDrainer) Status(ctx context.Context) ([]PartnerStatus, error) {
+	_, counts, err := p.counts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	byToken := map[string]PartnerStatus{}
+	for _, s := range p.Partners() {
+		s.Backlog = 0
+		byToken[s.Token] = s
+	}
+	for subject, n := range counts {
+		r, ok := routeFromSubject(p.stream, subject)
+		if !ok || r.service != p.cfg.Queue.service {
+			continue
+		}
+		s, ok := byToken[r.partnerToken]
+		if !ok {
+			s = PartnerStatus{Key: r.partnerKey, Token: r.partnerToken}
+		}
+		s.Backlog = n
+		byToken[r.partnerToken] = s
+	}
+	out := make([]PartnerStatus, 0, len(byToken))
+	for _, s := range byToken {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b PartnerStatus) int { return strings.Compare(a.Token, b.Token) })
+	return out, nil
+}
+
+// errDrainIdle ends a [PartnerDrainer]'s partner drainer's Run: its
+// backlog is empty and its consumer deleted.
+var errDrainIdle = errors.New("retryqueue: partner backlog empty")
+
+// consumerGone reports whether a fetch failed because the consumer no
+// longer exists: deleted under the drainer (a pull request to a missing
+// consumer gets no responder).
+func consumerGone(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, nats.ErrNoResponders)
+}
