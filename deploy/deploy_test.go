@@ -318,7 +318,7 @@ type panel struct {
 // histograms.
 func exported(t *testing.T) map[string]bool {
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.Options{Breaker: "deploy-test"})
+	m, err := metrics.New(reg, metrics.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +393,7 @@ func TestDashboardQueriesUseExportedMetrics(t *testing.T) {
 				check("panel "+p.Title, tg.Expr)
 				all += tg.Expr + "\n"
 			}
-			if strings.Contains(all, metrics.NameBreakerState) && strings.Contains(all, metrics.NameAdmittedShare) &&
+			if strings.Contains(all, metrics.NameBreakerState) && strings.Contains(all, metrics.NameAdmittedRatio) &&
 				strings.Contains(all, metrics.NameCalls) && strings.Contains(all, "failure") {
 				onePanel = p
 			}
@@ -408,7 +408,7 @@ func TestDashboardQueriesUseExportedMetrics(t *testing.T) {
 	if !backlog || !drain {
 		t.Errorf("backlog depth panel %v, drain rate panel %v", backlog, drain)
 	}
-	for _, n := range []string{metrics.NameBreakerState, metrics.NameAdmittedShare, metrics.NameCalls, metrics.NameRetryBacklog, metrics.NameDrained} {
+	for _, n := range []string{metrics.NameBreakerState, metrics.NameAdmittedRatio, metrics.NameCalls, metrics.NameRetryBacklog, metrics.NameDrained} {
 		if !used[n] {
 			t.Errorf("dashboard does not use %s", n)
 		}

@@ -14,6 +14,10 @@
 //   - the NATS server restarted mid-drain: nothing lost;
 //   - MaxAckPending = 2 with the breaker open: 500 messages all diverted
 //     within a few seconds.
+//   - two services wired as the README shows, with every route default, on
+//     one NATS, each in its own process: one partner's outage, the healthy
+//     service killed with SIGKILL mid-drain and restarted: nothing lost,
+//     nothing delivered to the other service's partner.
 //
 // Tests that do not stop or restart the server use the one named by the
 // NATS_URL environment variable when set, else an embedded one; the others

@@ -15,8 +15,8 @@ import (
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
-// consumerProcess is a consumer in a separate process: this test binary
-// re-executed with envConsumer.
+// consumerProcess is a consumer (or a service) in a separate process: this
+// test binary re-executed with envConsumer (or envService).
 type consumerProcess struct {
 	cmd   *exec.Cmd
 	stdin interface{ Close() error }
@@ -24,12 +24,21 @@ type consumerProcess struct {
 
 func startConsumerProcess(t *testing.T, cfg consumerConfig) *consumerProcess {
 	t.Helper()
+	return startProcess(t, envConsumer, cfg)
+}
+
+// startProcess re-executes this test binary with env set to cfg in JSON
+// (TestMain picks the role from env) and waits for it to print "ready".
+// The process ends when its standard input closes: at cleanup, or when this
+// process dies; a cleanup kills it if it has not ended within a minute.
+func startProcess(t *testing.T, env string, cfg any) *consumerProcess {
+	t.Helper()
 	raw, err := json.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), envConsumer+"="+string(raw))
+	cmd.Env = append(os.Environ(), env+"="+string(raw))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -68,7 +77,7 @@ func startConsumerProcess(t *testing.T, cfg consumerConfig) *consumerProcess {
 	select {
 	case <-ready:
 	case <-time.After(time.Minute):
-		t.Fatal("consumer process not ready")
+		t.Fatalf("%s process not ready", env)
 	}
 	return cp
 }

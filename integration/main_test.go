@@ -18,6 +18,9 @@ func TestMain(m *testing.M) {
 	if cfg := os.Getenv(envConsumer); cfg != "" {
 		os.Exit(runConsumerProcess(cfg))
 	}
+	if cfg := os.Getenv(envService); cfg != "" {
+		os.Exit(runServiceProcess(cfg))
+	}
 	os.Exit(m.Run())
 }
 

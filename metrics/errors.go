@@ -8,7 +8,8 @@ var (
 	ErrInvalidOptions = errors.New("metrics: invalid options")
 
 	// ErrAlreadyWatching is returned by the Watch methods when the
-	// [Metrics] already watches a source of that kind: one Metrics describes
-	// one breaker, its queue and its drainer.
-	ErrAlreadyWatching = errors.New("metrics: already watching a source of this kind")
+	// [Metrics] already watches that source: a second registry, a breaker
+	// of a partner already watched, a registry beside single breakers (or
+	// the reverse), or a second queue.
+	ErrAlreadyWatching = errors.New("metrics: already watching this source")
 )

@@ -1,32 +1,41 @@
 package metrics
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/middleware"
+	"github.com/floodgate-go/floodgate/partner"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
 // Label names.
 const (
-	LabelBreaker = "breaker"
+	LabelPartner = "partner"
+	LabelService = "service"
 	LabelState   = "state"
 	LabelFrom    = "from"
 	LabelTo      = "to"
 	LabelOutcome = "outcome"
 	LabelReason  = "reason"
-	LabelKind    = "kind"
 	LabelResult  = "result"
+)
+
+// Reserved values of the partner label. No partner token is either: a
+// partner whose token is "_other" or "_none" (keys that are those very
+// strings) is labelled "=5Fother" or "=5Fnone", which [partner.Token]
+// never returns, so labels stay distinct per partner.
+const (
+	// PartnerOther labels the partners beyond [Options.MaxPartners].
+	PartnerOther = "_other"
+	// PartnerNone labels events of no partner ([middleware.Event.Partner]
+	// empty: a message without a partner key and no default partner).
+	PartnerNone = "_none"
 )
 
 // Values of the outcome label of floodgate_calls_total.
@@ -43,129 +52,173 @@ const (
 	NameBreakerState       = "floodgate_breaker_state"
 	NameTransitions        = "floodgate_breaker_transitions_total"
 	NameProbesInFlight     = "floodgate_breaker_probes_in_flight"
-	NameAdmittedShare      = "floodgate_breaker_admitted_share"
+	NameAdmittedRatio      = "floodgate_breaker_admitted_ratio"
 	NameOpenWindow         = "floodgate_breaker_open_window_seconds"
 	NameConsecutiveTrips   = "floodgate_breaker_consecutive_trips"
-	NameTrips              = "floodgate_breaker_trips_total"
 	NameStaleResults       = "floodgate_breaker_stale_results_total"
 	NameCalls              = "floodgate_calls_total"
 	NameDeliveryLatency    = "floodgate_delivery_latency_seconds"
 	NameDiverted           = "floodgate_diverted_total"
 	NameDeadLettered       = "floodgate_dead_lettered_total"
 	NameNacked             = "floodgate_nacked_total"
-	NameRetryPublished     = "floodgate_retry_published_total"
 	NameRetryPublishErrors = "floodgate_retry_publish_errors_total"
 	NameRetryBacklog       = "floodgate_retry_backlog_messages"
 	NameDrained            = "floodgate_drained_total"
-	NameDrainRateLimit     = "floodgate_drain_rate_limit"
+	NameDrainRateLimit     = "floodgate_drain_rate_limit_messages_per_second"
 )
 
 // Names returns every metric name a [Metrics] can export, sorted. Histogram
 // names are given without their _bucket, _sum and _count suffixes.
 func Names() []string {
 	names := []string{
-		NameAdmittedShare, NameBreakerState, NameConsecutiveTrips, NameOpenWindow,
-		NameProbesInFlight, NameStaleResults, NameTransitions, NameTrips,
+		NameAdmittedRatio, NameBreakerState, NameConsecutiveTrips, NameOpenWindow,
+		NameProbesInFlight, NameStaleResults, NameTransitions,
 		NameCalls, NameDeadLettered, NameDeliveryLatency, NameDiverted,
 		NameDrainRateLimit, NameDrained, NameNacked, NameRetryBacklog,
-		NameRetryPublishErrors, NameRetryPublished,
+		NameRetryPublishErrors,
 	}
 	slices.Sort(names)
 	return names
 }
 
-// Metrics exports one breaker's metrics, with its retry queue and drainer.
-// It is a [prometheus.Collector] registered by [New]; it describes every
-// metric from the start and collects those whose source is present.
+var (
+	outcomes      = []string{OutcomeSuccess, OutcomeFailure, OutcomeSlow, OutcomeNeutral, OutcomeRejected}
+	divertReasons = []string{string(retryqueue.ReasonOpen), string(retryqueue.ReasonProbeLimit), string(retryqueue.ReasonRamp),
+		string(retryqueue.ReasonFailure), string(retryqueue.ReasonOrdering), string(retryqueue.ReasonNotAttempted)}
+	deadReasons = []string{retryqueue.DeadReasonPermanent, retryqueue.DeadReasonMalformed,
+		retryqueue.DeadReasonMaxAttempts, retryqueue.DeadReasonMaxAge, retryqueue.DeadReasonTooLarge, middleware.DeadReasonMaxDeliver}
+	transitionPairs = [][2]breaker.State{
+		{breaker.StateClosed, breaker.StateOpen}, {breaker.StateOpen, breaker.StateHalfOpen},
+		{breaker.StateHalfOpen, breaker.StateOpen}, {breaker.StateHalfOpen, breaker.StateClosed},
+	}
+	states = []breaker.State{breaker.StateClosed, breaker.StateOpen, breaker.StateHalfOpen}
+)
+
+// Metrics exports the metrics of many partners: their breakers, the
+// middleware's events, the retry queue and the drains, each series under
+// a partner label (see the package documentation). It is a
+// [prometheus.Collector] registered by [New]; it describes every metric
+// from the start and collects those whose source is present.
 //
 // Its methods are safe for concurrent use. Every method of a nil *Metrics
 // does nothing (the Watch methods return nil), so metrics can be left off
 // without changing the wiring.
 type Metrics struct {
 	opts Options
-	slow atomic.Int64 // slow-call threshold in ns; 0 = none
 
-	calls, diverted, dead, transitions *prometheus.CounterVec
-	nacked                             prometheus.Counter
-	outcome                            map[string]prometheus.Counter // by outcome label, bound in New
-	latency                            prometheus.Histogram
+	calls, diverted, dead, transitions, nacked *prometheus.CounterVec
+	latency                                    *prometheus.HistogramVec
 
-	state, probes, share, window, consecutive, trips, stale *prometheus.Desc
-	published, publishErrors, backlog, drained, drainRate   *prometheus.Desc
+	state, probes, ratio, window, consecutive, stale *prometheus.Desc
+	publishErrors, backlog, drained, drainRate       *prometheus.Desc
 
-	mu      sync.Mutex
-	breaker *breaker.Breaker
-	queue   *retryqueue.Queue
-	drainer *retryqueue.Drainer
+	// mu guards labels. It is held (for reading) across every update of a
+	// partner's counters, and for writing by Forget, so a forgotten
+	// partner's series cannot be recreated by an update in flight.
+	mu          sync.RWMutex
+	labels      map[string]*series // by label, the partners with a label of their own
+	other, none *series
+
+	wmu      sync.Mutex                  // guards the sources below
+	breakers map[string]*breaker.Breaker // by token (WatchBreaker)
+	registry *partner.Registry
+	queue    *retryqueue.Queue
+	drains   []drainSource
+	drainers map[string]bool // tokens of WatchDrainer
 }
 
-// New builds the metrics for one breaker and registers them on reg. It
-// returns an error wrapping [ErrInvalidOptions] for bad opts, or the
-// registry's error (e.g. [prometheus.AlreadyRegisteredError] when reg
-// already holds metrics for the same breaker label).
+// series are the counters of one partner label, bound once.
+type series struct {
+	label    string
+	slow     time.Duration // slow-call threshold; 0 = none
+	outcome  map[string]prometheus.Counter
+	diverted map[string]prometheus.Counter
+	dead     map[string]prometheus.Counter
+	nacked   prometheus.Counter
+	latency  prometheus.Observer
+}
+
+// New builds the metrics and registers them on reg. It returns an error
+// wrapping [ErrInvalidOptions] for bad opts, or the registry's error (e.g.
+// [prometheus.AlreadyRegisteredError] when reg already holds a Metrics with
+// the same [Options.Service]).
 func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	if reg == nil {
-		return nil, fmt.Errorf("invalid config: %w: a registerer is required", ErrInvalidOptions)
+		return nil, errorf("invalid config: %w: a registerer is required", ErrInvalidOptions)
 	}
 	if err := opts.Validate(); err != nil {
-		return nil, fmt.Errorf("invalid config: %w", err)
+		return nil, errorf("invalid config: %w", err)
 	}
 	opts = opts.clone()
 	opts.setDefaults()
-	cl := prometheus.Labels{LabelBreaker: opts.Breaker}
+	var cl prometheus.Labels
+	if opts.Service != "" {
+		cl = prometheus.Labels{LabelService: opts.Service}
+	}
 	desc := func(name, help string, labels ...string) *prometheus.Desc {
-		return prometheus.NewDesc(name, help, labels, cl)
+		return prometheus.NewDesc(name, help, append([]string{LabelPartner}, labels...), cl)
 	}
 	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: cl}, labels)
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: cl}, append([]string{LabelPartner}, labels...))
 	}
 	m := &Metrics{
 		opts: opts,
-		calls: counter(NameCalls, "Calls through the middleware by outcome, as reported to the breaker: success, failure, slow (a success slower than the slow-call threshold), neutral (permanent error, shutdown, not attempted, or neutral by the breaker's classifier), rejected (not admitted by the breaker).",
+		calls: counter(NameCalls, "Calls through the middleware by partner and outcome, as reported to the breaker: success, failure, slow (a success slower than the slow-call threshold), neutral (permanent error, shutdown, not attempted, or neutral by the breaker's classifier), rejected (not admitted by the breaker).",
 			LabelOutcome),
-		diverted: counter(NameDiverted, "Messages diverted to the retry queue by reason: open, probe-limit, ramp, failure, ordering, not-attempted (refused by the handler before the partner was contacted).",
+		diverted: counter(NameDiverted, "Messages diverted to the retry queue, confirmed by JetStream, by partner and reason: open, probe-limit, ramp, failure, ordering, not-attempted (refused before the partner was contacted).",
 			LabelReason),
-		dead: counter(NameDeadLettered, "Messages the middleware dead-lettered by reason: permanent, malformed, max-attempts, max-age, too-large, max-deliver, other.",
+		dead: counter(NameDeadLettered, "Messages the middleware dead-lettered, confirmed by JetStream, by partner and reason: permanent, malformed, max-attempts, max-age, too-large, max-deliver, other.",
 			LabelReason),
-		transitions: counter(NameTransitions, "Breaker state transitions by from and to state.",
+		transitions: counter(NameTransitions, "Breaker state transitions by partner, from and to state; trips are the transitions to open.",
 			LabelFrom, LabelTo),
-		nacked: prometheus.NewCounter(prometheus.CounterOpts{Name: NameNacked, ConstLabels: cl,
-			Help: "Messages nacked because their diversion or dead letter was not confirmed; the broker redelivers them."}),
-		latency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: NameDeliveryLatency, ConstLabels: cl,
-			Help:    "Handler time of admitted calls (delivery latency), in seconds.",
-			Buckets: opts.LatencyBuckets}),
+		nacked: counter(NameNacked, "Messages nacked because their diversion or dead letter was not confirmed, or their context was done before admission; the broker redelivers them."),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: NameDeliveryLatency, ConstLabels: cl,
+			Help:    "Handler time of admitted calls (delivery latency) by partner, in seconds.",
+			Buckets: opts.LatencyBuckets}, []string{LabelPartner}),
 
-		state:       desc(NameBreakerState, "Breaker state: 1 for the current state, 0 for the others.", LabelState),
+		state:       desc(NameBreakerState, "Breaker state: 1 for the partner's current state, 0 for the others; for partner=\"_other\", the number of unlabelled partners in each state.", LabelState),
 		probes:      desc(NameProbesInFlight, "Half-open admissions not yet reported."),
-		share:       desc(NameAdmittedShare, "Share of offered calls the breaker admits, 0 to 1: 1 closed, 0 open or probing, the ramp or adaptive share in between."),
+		ratio:       desc(NameAdmittedRatio, "Ratio of offered calls the breaker admits, 0 to 1: 1 closed, 0 open or probing, the ramp or adaptive share in between."),
 		window:      desc(NameOpenWindow, "The current (or last) jittered open window, in seconds."),
 		consecutive: desc(NameConsecutiveTrips, "Trips since the last clean close (the open-window ladder's position)."),
-		trips:       desc(NameTrips, "Trips since the breaker was created."),
 		stale:       desc(NameStaleResults, "Results discarded because their call was admitted in an earlier state period (generation)."),
 
-		published:     desc(NameRetryPublished, "Publishes to the retry or dead-letter stream confirmed by JetStream, by kind: diverted, dead-lettered.", LabelKind),
-		publishErrors: desc(NameRetryPublishErrors, "Diversions and dead letters JetStream did not confirm (the source was nacked)."),
-		backlog:       desc(NameRetryBacklog, "Retry backlog: messages on the drainer's consumer not yet delivered plus delivered and not yet acked."),
-		drained:       desc(NameDrained, "Messages the drainer handled, by result: drained (acked after the handler), redelivered (handler failed, nakked), deferred (not yet eligible, or turned away by the breaker), dead-lettered (malformed), ack-error.", LabelResult),
+		publishErrors: prometheus.NewDesc(NameRetryPublishErrors, "Diversions and dead letters of the retry queue that JetStream did not confirm (the source was nacked).", nil, cl),
+		backlog:       desc(NameRetryBacklog, "Retry backlog: messages on the drain's consumer not yet delivered plus delivered and not yet acked."),
+		drained:       desc(NameDrained, "Messages the drain handled, by partner and result: drained (acked after the handler), redelivered (handler failed, nakked), deferred (not yet eligible, or turned away by the breaker), dead-lettered (malformed), ack-error.", LabelResult),
 		drainRate:     desc(NameDrainRateLimit, "The drain's rate limit, in messages per second."),
+
+		labels:   map[string]*series{},
+		breakers: map[string]*breaker.Breaker{},
+		drainers: map[string]bool{},
 	}
-	m.slow.Store(int64(opts.SlowCallDuration))
-	m.outcome = map[string]prometheus.Counter{}
-	for _, o := range []string{OutcomeSuccess, OutcomeFailure, OutcomeSlow, OutcomeNeutral, OutcomeRejected} {
-		m.outcome[o] = m.calls.WithLabelValues(o)
-	}
-	for _, r := range []retryqueue.Reason{retryqueue.ReasonOpen, retryqueue.ReasonProbeLimit, retryqueue.ReasonRamp,
-		retryqueue.ReasonFailure, retryqueue.ReasonOrdering, retryqueue.ReasonNotAttempted} {
-		m.diverted.WithLabelValues(string(r))
-	}
-	for _, r := range []string{retryqueue.DeadReasonPermanent, retryqueue.DeadReasonMalformed,
-		retryqueue.DeadReasonMaxAttempts, retryqueue.DeadReasonMaxAge, retryqueue.DeadReasonTooLarge, middleware.DeadReasonMaxDeliver} {
-		m.dead.WithLabelValues(r)
-	}
+	m.other = m.newSeries(PartnerOther, m.defaultSlow())
+	m.none = m.newSeries(PartnerNone, m.defaultSlow())
 	if err := reg.Register(m); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// newSeries binds the counters of label, creating every series of the
+// known label values at zero (so rate() sees the first increment).
+func (m *Metrics) newSeries(label string, slow time.Duration) *series {
+	s := &series{label: label, slow: slow,
+		outcome: map[string]prometheus.Counter{}, diverted: map[string]prometheus.Counter{}, dead: map[string]prometheus.Counter{},
+		nacked: m.nacked.WithLabelValues(label), latency: m.latency.WithLabelValues(label)}
+	for _, o := range outcomes {
+		s.outcome[o] = m.calls.WithLabelValues(label, o)
+	}
+	for _, r := range slices.Concat(divertReasons, []string{reasonOther}) {
+		s.diverted[r] = m.diverted.WithLabelValues(label, r)
+	}
+	for _, r := range slices.Concat(deadReasons, []string{reasonOther}) {
+		s.dead[r] = m.dead.WithLabelValues(label, r)
+	}
+	for _, p := range transitionPairs {
+		m.transitions.WithLabelValues(label, p[0].String(), p[1].String())
+	}
+	return s
 }
 
 // Describe sends every metric's descriptor. It implements
@@ -177,214 +230,195 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.transitions.Describe(ch)
 	m.nacked.Describe(ch)
 	m.latency.Describe(ch)
-	for _, d := range []*prometheus.Desc{m.state, m.probes, m.share, m.window, m.consecutive, m.trips, m.stale,
-		m.published, m.publishErrors, m.backlog, m.drained, m.drainRate} {
+	for _, d := range []*prometheus.Desc{m.state, m.probes, m.ratio, m.window, m.consecutive, m.stale,
+		m.publishErrors, m.backlog, m.drained, m.drainRate} {
 		ch <- d
 	}
 }
 
-// Collect sends the counters and, for each watched source, its values read
-// now. It implements [prometheus.Collector]. Reading the backlog is a
-// JetStream request bounded by [Options.ScrapeTimeout]; when it fails the
-// backlog series is left out of this scrape.
+// Collect reads the watched sources, then sends their values and the
+// counters. It implements [prometheus.Collector]. A partner met for the
+// first time while there is room takes its label here. Reading a backlog
+// is a JetStream request bounded by [Options.ScrapeTimeout]; when it fails
+// the backlog series is left out of this scrape.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	m.collectBreakers(ch)
+	m.collectDrains(ch)
+	m.wmu.Lock()
+	q := m.queue
+	m.wmu.Unlock()
+	if q != nil {
+		ch <- prometheus.MustNewConstMetric(m.publishErrors, prometheus.CounterValue, float64(q.Stats().PublishErrors))
+	}
 	m.calls.Collect(ch)
 	m.diverted.Collect(ch)
 	m.dead.Collect(ch)
 	m.transitions.Collect(ch)
 	m.nacked.Collect(ch)
 	m.latency.Collect(ch)
+}
 
+// defaultSlow is the slow-call threshold of a partner whose breaker the
+// Metrics does not know.
+func (m *Metrics) defaultSlow() time.Duration {
+	if m.opts.SlowCallDuration > 0 {
+		return m.opts.SlowCallDuration
+	}
+	return breaker.DefaultSlowCallDuration
+}
+
+// slowOf is the slow-call threshold of a partner whose breaker is b (nil
+// if unknown).
+func (m *Metrics) slowOf(b *breaker.Breaker) time.Duration {
+	if m.opts.SlowCallDuration > 0 || b == nil {
+		return m.defaultSlow()
+	}
+	return b.Config().SlowCallDuration
+}
+
+// labelOf is the partner label of token: the token itself, PartnerNone for
+// "", an escaped form for a token equal to a reserved value, and, for a
+// string that is no token (a caller's own Event.Partner), its token, so
+// the label is always a valid label value of at most partner.MaxTokenLen
+// bytes.
+func labelOf(token string) string {
+	switch {
+	case token == "":
+		return PartnerNone
+	case token == PartnerOther, token == PartnerNone:
+		return "=5F" + token[1:]
+	case !isToken(token):
+		return labelOf(partner.Token(token))
+	}
+	return token
+}
+
+// isToken reports whether s could be returned by partner.Token.
+func isToken(s string) bool {
+	if len(s) == 0 || len(s) > partner.MaxTokenLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '=') {
+			return false
+		}
+	}
+	return true
+}
+
+// with runs fn with the series of token under the read lock: the
+// partner's own, claimed now if there is room, else the PartnerOther one.
+// b is the partner's breaker if the caller has it (for the slow-call
+// threshold of a new label).
+func (m *Metrics) with(token string, b *breaker.Breaker, fn func(*series)) {
+	label := labelOf(token)
+	m.mu.RLock()
+	s := m.lookupLocked(label)
+	if s == nil && len(m.labels) < m.opts.MaxPartners {
+		m.mu.RUnlock()
+		m.claim(label, token, b)
+		m.mu.RLock()
+		s = m.lookupLocked(label)
+	}
+	if s == nil {
+		s = m.other
+	}
+	fn(s)
+	m.mu.RUnlock()
+}
+
+// labelFor returns the label of token, claimed now if there is room, and
+// false when the partner is counted under PartnerOther.
+func (m *Metrics) labelFor(token string, b *breaker.Breaker) (string, bool) {
+	var label string
+	ok := false
+	m.with(token, b, func(s *series) { label, ok = s.label, s != m.other })
+	return label, ok
+}
+
+// lookupLocked requires mu held.
+func (m *Metrics) lookupLocked(label string) *series {
+	if label == PartnerNone {
+		return m.none
+	}
+	return m.labels[label]
+}
+
+// claim gives label its series if there is still room. It finds the
+// partner's breaker first (without the lock) for its slow-call threshold.
+func (m *Metrics) claim(label, token string, b *breaker.Breaker) {
+	if b == nil {
+		b = m.findBreaker(token)
+	}
+	slow := m.slowOf(b)
 	m.mu.Lock()
-	b, q, d := m.breaker, m.queue, m.drainer
-	m.mu.Unlock()
-	gauge := func(desc *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.GaugeValue, v, labels...)
-	}
-	counter := func(desc *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(desc, prometheus.CounterValue, v, labels...)
-	}
-	if b != nil {
-		s := b.Snapshot()
-		for _, st := range []breaker.State{breaker.StateClosed, breaker.StateOpen, breaker.StateHalfOpen} {
-			gauge(m.state, bool01(s.State == st), st.String())
-		}
-		gauge(m.probes, float64(s.ProbesInFlight))
-		gauge(m.share, s.AdmittedShare)
-		gauge(m.window, s.OpenWindow.Seconds())
-		gauge(m.consecutive, float64(s.ConsecutiveTrips))
-		counter(m.trips, float64(s.Trips))
-		counter(m.stale, float64(s.Stale))
-	}
-	if q != nil {
-		s := q.Stats()
-		counter(m.published, float64(s.Diverted), "diverted")
-		counter(m.published, float64(s.DeadLettered), "dead-lettered")
-		counter(m.publishErrors, float64(s.PublishErrors))
-	}
-	if d != nil {
-		s := d.Stats()
-		counter(m.drained, float64(s.Drained), "drained")
-		counter(m.drained, float64(s.Redelivered), "redelivered")
-		counter(m.drained, float64(s.Deferred), "deferred")
-		counter(m.drained, float64(s.DeadLettered), "dead-lettered")
-		counter(m.drained, float64(s.AckErrors), "ack-error")
-		gauge(m.drainRate, d.Rate())
-		ctx, cancel := context.WithTimeout(context.Background(), m.opts.ScrapeTimeout)
-		n, err := d.Backlog(ctx)
-		cancel()
-		if err == nil {
-			gauge(m.backlog, float64(n))
-		}
+	defer m.mu.Unlock()
+	if m.labels[label] == nil && len(m.labels) < m.opts.MaxPartners {
+		m.labels[label] = m.newSeries(label, slow)
 	}
 }
 
-func bool01(b bool) float64 {
-	if b {
-		return 1
+// findBreaker returns the breaker of the partner of token among the
+// watched sources, or nil.
+func (m *Metrics) findBreaker(token string) *breaker.Breaker {
+	m.wmu.Lock()
+	b, r := m.breakers[token], m.registry
+	m.wmu.Unlock()
+	if b != nil || r == nil || !isToken(token) {
+		return b
 	}
-	return 0
+	if !partner.IsHashed(token) {
+		if key, err := partner.Decode(token); err == nil {
+			if p, ok := r.Lookup(key); ok {
+				return p.Breaker()
+			}
+		}
+		return nil
+	}
+	for p := range r.All() { // a hashed token: once per label claimed
+		if p.Token() == token {
+			return p.Breaker()
+		}
+	}
+	return nil
 }
 
-// ObserveEvent counts one middleware event; use it as (or call it from)
-// [middleware.Config.OnEvent]. It does not block: it only increments
-// counters and observes the latency histogram. See the package documentation for
-// how an event maps to an outcome.
-func (m *Metrics) ObserveEvent(ev middleware.Event) {
-	if m == nil {
+// Forget deletes every series of the partner of token and frees its label
+// for another partner; use it as (or call it from) partner.Config.OnEvict
+// with [partner.Partner.Token]. A partner counted under PartnerOther has
+// no series of its own: Forget does nothing for it, nor for the empty
+// token. The partner's next event, transition or scrape creates its
+// series afresh (counters from zero) if there is room then.
+func (m *Metrics) Forget(token string) {
+	if m == nil || token == "" {
 		return
 	}
-	if ev.Admitted {
-		m.latency.Observe(ev.Latency.Seconds())
-	}
-	if ev.Admitted {
-		m.outcome[m.admitted(ev)].Inc()
-	}
-	switch ev.Action {
-	case middleware.Diverted:
-		switch r := retryqueue.Reason(ev.Reason); {
-		case ev.Admitted:
-		case r == retryqueue.ReasonOpen, r == retryqueue.ReasonProbeLimit, r == retryqueue.ReasonRamp:
-			m.outcome[OutcomeRejected].Inc()
-		}
-		m.diverted.WithLabelValues(divertReason(ev.Reason)).Inc()
-	case middleware.DeadLettered:
-		m.dead.WithLabelValues(deadReason(ev.Reason)).Inc()
-	case middleware.Nacked:
-		m.nacked.Inc()
-	case middleware.Deferred: // a drained message turned away, left in place
-		m.outcome[OutcomeRejected].Inc()
-	}
-}
-
-// admitted is the outcome label of an admitted call: what the middleware
-// reported to the breaker ([middleware.Event.Outcome]), a success above the
-// slow-call threshold counted as slow.
-func (m *Metrics) admitted(ev middleware.Event) string {
-	switch ev.Outcome {
-	case breaker.OutcomeFailure:
-		return OutcomeFailure
-	case breaker.OutcomeNeutral:
-		return OutcomeNeutral
-	}
-	if slow := time.Duration(m.slow.Load()); slow > 0 && ev.Latency > slow {
-		return OutcomeSlow
-	}
-	return OutcomeSuccess
-}
-
-// divertReason keeps the reason label to the known diversion reasons.
-func divertReason(r string) string {
-	if retryqueue.Reason(r).Valid() {
-		return r
-	}
-	return "other"
-}
-
-// deadReason maps a dead-letter reason to its bounded category: the
-// DeadReason constants the middleware and queue set, or "other" for a
-// reason of the caller's own; a "category: detail" reason maps to its
-// category, so error texts never become label values.
-func deadReason(r string) string {
-	cat, _, _ := strings.Cut(r, ":")
-	switch cat = strings.TrimSpace(cat); cat {
-	case retryqueue.DeadReasonPermanent, retryqueue.DeadReasonMalformed,
-		retryqueue.DeadReasonMaxAttempts, retryqueue.DeadReasonMaxAge, retryqueue.DeadReasonTooLarge, middleware.DeadReasonMaxDeliver:
-		return cat
-	}
-	return "other"
-}
-
-// WatchBreaker makes every scrape read b's [breaker.Snapshot] (state, probes
-// in flight, admitted share, open window, trips, stale results) and counts
-// b's transitions from now on, through a listener that only increments a
-// counter. Unless [Options.SlowCallDuration] was set, b's SlowCallDuration
-// becomes the slow-call threshold of [Metrics.ObserveEvent]. It returns
-// [ErrAlreadyWatching] if a breaker is already watched.
-func (m *Metrics) WatchBreaker(b *breaker.Breaker) error {
-	if m == nil {
-		return nil
-	}
-	if b == nil {
-		return errors.New("metrics: WatchBreaker: nil breaker")
-	}
+	label := labelOf(token)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.breaker != nil {
-		return ErrAlreadyWatching
+	if m.labels[label] == nil {
+		return
 	}
-	m.breaker = b
-	if m.opts.SlowCallDuration == 0 {
-		m.slow.Store(int64(b.Config().SlowCallDuration))
-	}
-	for _, p := range [][2]breaker.State{
-		{breaker.StateClosed, breaker.StateOpen}, {breaker.StateOpen, breaker.StateHalfOpen},
-		{breaker.StateHalfOpen, breaker.StateOpen}, {breaker.StateHalfOpen, breaker.StateClosed},
-	} {
-		m.transitions.WithLabelValues(p[0].String(), p[1].String())
-	}
-	b.AddListener(func(t breaker.Transition) {
-		m.transitions.WithLabelValues(t.From.String(), t.To.String()).Inc()
-	})
-	return nil
+	delete(m.labels, label)
+	match := prometheus.Labels{LabelPartner: label}
+	m.calls.DeletePartialMatch(match)
+	m.diverted.DeletePartialMatch(match)
+	m.dead.DeletePartialMatch(match)
+	m.transitions.DeletePartialMatch(match)
+	m.nacked.DeletePartialMatch(match)
+	m.latency.DeletePartialMatch(match)
 }
 
-// WatchQueue makes every scrape read q's [retryqueue.QueueStats]. It returns
-// [ErrAlreadyWatching] if a queue is already watched.
-func (m *Metrics) WatchQueue(q *retryqueue.Queue) error {
+// Partners returns the number of partners with a label of their own (at
+// most [Options.MaxPartners]).
+func (m *Metrics) Partners() int {
 	if m == nil {
-		return nil
+		return 0
 	}
-	if q == nil {
-		return errors.New("metrics: WatchQueue: nil queue")
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.queue != nil {
-		return ErrAlreadyWatching
-	}
-	m.queue = q
-	return nil
-}
-
-// WatchDrainer makes every scrape read d's [retryqueue.DrainStats], its rate
-// limit, and its backlog ([retryqueue.Drainer.Backlog], one JetStream
-// request bounded by [Options.ScrapeTimeout]). It returns
-// [ErrAlreadyWatching] if a drainer is already watched.
-func (m *Metrics) WatchDrainer(d *retryqueue.Drainer) error {
-	if m == nil {
-		return nil
-	}
-	if d == nil {
-		return errors.New("metrics: WatchDrainer: nil drainer")
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.drainer != nil {
-		return ErrAlreadyWatching
-	}
-	m.drainer = d
-	return nil
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return len(m.labels)
 }
 
 // DescName returns the fully-qualified metric name of d.

@@ -15,6 +15,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -26,6 +27,7 @@ import (
 	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/middleware"
+	"github.com/floodgate-go/floodgate/partner"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
@@ -55,7 +57,7 @@ func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 }
 
 // value returns the value of the series of family name whose labels
-// include want (every series must carry breaker="northwind").
+// include want (name, value pairs).
 func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, want ...string) float64 {
 	t.Helper()
 	f := fams[name]
@@ -67,8 +69,8 @@ func value(t *testing.T, fams map[string]*dto.MetricFamily, name string, want ..
 		for _, lp := range m.GetLabel() {
 			labels[lp.GetName()] = lp.GetValue()
 		}
-		if labels["breaker"] != "northwind" {
-			t.Fatalf("%s series without breaker=northwind: %v", name, labels)
+		if _, ok := labels["partner"]; !ok && name != metrics.NameRetryPublishErrors {
+			t.Fatalf("%s series without a partner label: %v", name, labels)
 		}
 		match := true
 		for i := 0; i+1 < len(want); i += 2 {
@@ -98,11 +100,17 @@ type check struct {
 	want   float64
 }
 
-func expect(t *testing.T, fams map[string]*dto.MetricFamily, stage string, checks []check) {
+// expect checks each value, on the series of partner (but for the
+// publish errors, which have no partner label).
+func expect(t *testing.T, fams map[string]*dto.MetricFamily, stage, partner string, checks []check) {
 	t.Helper()
 	for _, c := range checks {
-		if got := value(t, fams, c.name, c.labels...); got != c.want {
-			t.Errorf("%s: %s%v = %v, want %v", stage, c.name, c.labels, got, c.want)
+		labels := c.labels
+		if c.name != metrics.NameRetryPublishErrors {
+			labels = append([]string{"partner", partner}, labels...)
+		}
+		if got := value(t, fams, c.name, labels...); got != c.want {
+			t.Errorf("%s: %s%v = %v, want %v", stage, c.name, labels, got, c.want)
 		}
 	}
 }
@@ -145,11 +153,17 @@ func TestScrapeAfterTripAndRecovery(t *testing.T) {
 	}
 
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.Options{Breaker: b.Name()})
+	m, err := metrics.New(reg, metrics.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mw, err := middleware.New(middleware.Config{Breaker: b, Queue: q, Timeout: 5 * time.Second, OnEvent: m.ObserveEvent})
+	onEvent := func(ev middleware.Event) {
+		if ev.Partner == "" { // a middleware that does not fill Event.Partner yet
+			ev.Partner = partner.Token(q.Partner())
+		}
+		m.ObserveEvent(ev)
+	}
+	mw, err := middleware.New(middleware.Config{Breaker: b, Queue: q, Timeout: 5 * time.Second, OnEvent: onEvent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +179,7 @@ func TestScrapeAfterTripAndRecovery(t *testing.T) {
 	if _, err := js.CreateOrUpdateConsumer(ctx, drainer.Stream(), drainer.ConsumerConfig()); err != nil {
 		t.Fatal(err)
 	}
-	for _, err := range []error{m.WatchBreaker(b), m.WatchQueue(q), m.WatchDrainer(drainer)} {
+	for _, err := range []error{m.WatchBreaker(q.Partner(), b), m.WatchQueue(q), m.WatchDrainer(q.Partner(), drainer)} {
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,14 +216,13 @@ func TestScrapeAfterTripAndRecovery(t *testing.T) {
 	send(ok) // three rejected while open
 
 	fams := scrape(t, srv.URL)
-	expect(t, fams, "open", []check{
+	expect(t, fams, "open", "default", []check{
 		{"floodgate_breaker_state", []string{"state", "open"}, 1},
 		{"floodgate_breaker_state", []string{"state", "closed"}, 0},
 		{"floodgate_breaker_state", []string{"state", "half-open"}, 0},
-		{"floodgate_breaker_admitted_share", nil, 0},
+		{"floodgate_breaker_admitted_ratio", nil, 0},
 		{"floodgate_breaker_open_window_seconds", nil, 1},
 		{"floodgate_breaker_consecutive_trips", nil, 1},
-		{"floodgate_breaker_trips_total", nil, 1},
 		{"floodgate_breaker_transitions_total", []string{"from", "closed", "to", "open"}, 1},
 		{"floodgate_calls_total", []string{"outcome", "rejected"}, 3},
 		{"floodgate_retry_backlog_messages", nil, 5},
@@ -220,7 +233,7 @@ func TestScrapeAfterTripAndRecovery(t *testing.T) {
 		t.Fatalf("state = %s, want half-open", s)
 	}
 	send(func(msg *message.Message) ([]*message.Message, error) {
-		if got := value(t, scrape(t, srv.URL), "floodgate_breaker_probes_in_flight"); got != 1 {
+		if got := value(t, scrape(t, srv.URL), "floodgate_breaker_probes_in_flight", "partner", "default"); got != 1 {
 			t.Errorf("probes in flight during a probe = %v, want 1", got)
 		}
 		send(ok) // the probe cap is 1: refused with the probe limit
@@ -233,15 +246,14 @@ func TestScrapeAfterTripAndRecovery(t *testing.T) {
 	send(permanent)
 
 	fams = scrape(t, srv.URL)
-	expect(t, fams, "recovered", []check{
+	expect(t, fams, "recovered", "default", []check{
 		{"floodgate_breaker_state", []string{"state", "closed"}, 1},
 		{"floodgate_breaker_state", []string{"state", "open"}, 0},
 		{"floodgate_breaker_state", []string{"state", "half-open"}, 0},
-		{"floodgate_breaker_admitted_share", nil, 1},
+		{"floodgate_breaker_admitted_ratio", nil, 1},
 		{"floodgate_breaker_probes_in_flight", nil, 0},
 		{"floodgate_breaker_open_window_seconds", nil, 1},
 		{"floodgate_breaker_consecutive_trips", nil, 0},
-		{"floodgate_breaker_trips_total", nil, 1},
 		{"floodgate_breaker_stale_results_total", nil, 0},
 		{"floodgate_breaker_transitions_total", []string{"from", "closed", "to", "open"}, 1},
 		{"floodgate_breaker_transitions_total", []string{"from", "open", "to", "half-open"}, 1},
@@ -265,14 +277,17 @@ func TestScrapeAfterTripAndRecovery(t *testing.T) {
 		{"floodgate_diverted_total", []string{"reason", "not-attempted"}, 0},
 		{"floodgate_nacked_total", nil, 0},
 		{"floodgate_delivery_latency_seconds", nil, 8}, // admitted calls
-		{"floodgate_retry_published_total", []string{"kind", "diverted"}, 6},
-		{"floodgate_retry_published_total", []string{"kind", "dead-lettered"}, 1},
 		{"floodgate_retry_publish_errors_total", nil, 0},
 		{"floodgate_retry_backlog_messages", nil, 6},
 		{"floodgate_drained_total", []string{"result", "drained"}, 0},
-		{"floodgate_drain_rate_limit", nil, 25},
+		{"floodgate_drain_rate_limit_messages_per_second", nil, 25},
 	})
-	h := fams["floodgate_delivery_latency_seconds"].GetMetric()[0].GetHistogram()
+	var h *dto.Histogram
+	for _, s := range fams["floodgate_delivery_latency_seconds"].GetMetric() {
+		if s.GetLabel()[0].GetValue() == "default" {
+			h = s.GetHistogram()
+		}
+	}
 	if h.GetSampleSum() != 0.2 {
 		t.Errorf("latency sum = %v s, want 0.2 (the one slow call)", h.GetSampleSum())
 	}
@@ -300,13 +315,31 @@ func TestScrapeAfterTripAndRecovery(t *testing.T) {
 	if want := metrics.Names(); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("exported families\n %v\nwant Names()\n %v", got, want)
 	}
+	lint(t, reg) // every family present
+}
+
+// lint runs promlint (client_golang's testutil/promlint: units, _total,
+// help, names) over everything reg exports and fails on any problem.
+func lint(t *testing.T, reg *prometheus.Registry) {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(fams).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
+	}
 }
 
 // TestEveryNameIsDescribed: Names lists exactly the descriptors the
 // collector registers, so the deploy tests can trust it.
 func TestEveryNameIsDescribed(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.Options{Breaker: "x"})
+	m, err := metrics.New(reg, metrics.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,12 +361,14 @@ func TestOptionsAndRegistration(t *testing.T) {
 		opts  metrics.Options
 		field string
 	}{
-		{metrics.Options{}, "Breaker"},
-		{metrics.Options{Breaker: "b", SlowCallDuration: -1}, "SlowCallDuration"},
-		{metrics.Options{Breaker: "b", ScrapeTimeout: -time.Second}, "ScrapeTimeout"},
-		{metrics.Options{Breaker: "b", LatencyBuckets: []float64{}}, "LatencyBuckets"},
-		{metrics.Options{Breaker: "b", LatencyBuckets: []float64{0.1, 0.1}}, "LatencyBuckets[1]"},
-		{metrics.Options{Breaker: "b", LatencyBuckets: []float64{-1}}, "LatencyBuckets[0]"},
+		{metrics.Options{Service: "\xff"}, "Service"},
+		{metrics.Options{MaxPartners: -1}, "MaxPartners"},
+		{metrics.Options{MaxPartners: metrics.MaxPartnersLimit + 1}, "MaxPartners"},
+		{metrics.Options{SlowCallDuration: -1}, "SlowCallDuration"},
+		{metrics.Options{ScrapeTimeout: -time.Second}, "ScrapeTimeout"},
+		{metrics.Options{LatencyBuckets: []float64{}}, "LatencyBuckets"},
+		{metrics.Options{LatencyBuckets: []float64{0.1, 0.1}}, "LatencyBuckets[1]"},
+		{metrics.Options{LatencyBuckets: []float64{-1}}, "LatencyBuckets[0]"},
 	} {
 		_, err := metrics.New(prometheus.NewRegistry(), tc.opts)
 		if !errors.Is(err, metrics.ErrInvalidOptions) || !strings.Contains(err.Error(), tc.field) || !strings.HasPrefix(err.Error(), "invalid config: ") {
@@ -342,15 +377,15 @@ func TestOptionsAndRegistration(t *testing.T) {
 	}
 
 	reg := prometheus.NewRegistry()
-	if _, err := metrics.New(reg, metrics.Options{Breaker: "a"}); err != nil {
+	if _, err := metrics.New(reg, metrics.Options{Service: "orders"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := metrics.New(reg, metrics.Options{Breaker: "b"}); err != nil {
-		t.Fatalf("a second breaker on one registry: %v", err)
+	if _, err := metrics.New(reg, metrics.Options{Service: "invoices"}); err != nil {
+		t.Fatalf("a second service on one registry: %v", err)
 	}
 	var are prometheus.AlreadyRegisteredError
-	if _, err := metrics.New(reg, metrics.Options{Breaker: "a"}); !errors.As(err, &are) {
-		t.Errorf("same breaker label twice: %v, want AlreadyRegisteredError", err)
+	if _, err := metrics.New(reg, metrics.Options{Service: "orders"}); !errors.As(err, &are) {
+		t.Errorf("same service label twice: %v, want AlreadyRegisteredError", err)
 	}
 
 	b, err := breaker.New(breaker.Config{Name: "a"})
@@ -358,17 +393,31 @@ func TestOptionsAndRegistration(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Stop()
-	m, _ := metrics.New(prometheus.NewRegistry(), metrics.Options{Breaker: "a"})
-	if err := m.WatchBreaker(b); err != nil {
+	m, _ := metrics.New(prometheus.NewRegistry(), metrics.Options{})
+	if err := m.WatchBreaker("a", b); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.WatchBreaker(b); !errors.Is(err, metrics.ErrAlreadyWatching) {
-		t.Errorf("second WatchBreaker: %v", err)
+	if err := m.WatchBreaker("a", b); !errors.Is(err, metrics.ErrAlreadyWatching) {
+		t.Errorf("second WatchBreaker of one partner: %v", err)
+	}
+	if err := m.WatchBreaker("b", b); err != nil {
+		t.Errorf("a breaker of another partner: %v", err)
+	}
+	r, err := partner.New(partner.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := m.WatchRegistry(r); !errors.Is(err, metrics.ErrAlreadyWatching) {
+		t.Errorf("WatchRegistry beside WatchBreaker: %v", err)
 	}
 
 	var off *metrics.Metrics // metrics left off: every call is a no-op
 	off.ObserveEvent(middleware.Event{Action: middleware.Delivered})
-	if off.WatchBreaker(b) != nil || off.WatchQueue(nil) != nil || off.WatchDrainer(nil) != nil {
+	off.ObserveTransition(nil, breaker.Transition{})
+	off.Forget("a")
+	if off.WatchBreaker("a", b) != nil || off.WatchQueue(nil) != nil || off.WatchDrainer("a", nil) != nil ||
+		off.WatchRegistry(nil) != nil || off.WatchDrains(nil) != nil || off.Partners() != 0 {
 		t.Error("nil *Metrics: Watch returned an error")
 	}
 }
@@ -376,7 +425,7 @@ func TestOptionsAndRegistration(t *testing.T) {
 // TestServe serves a registry on a real listener and stops with ctx.
 func TestServe(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.Options{Breaker: "northwind"})
+	m, err := metrics.New(reg, metrics.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,7 +442,7 @@ func TestServe(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- metrics.ServeListener(ctx, ln, reg) }()
 	fams := scrape(t, "http://"+ln.Addr().String())
-	expect(t, fams, "events", []check{
+	expect(t, fams, "events", metrics.PartnerNone, []check{
 		{"floodgate_calls_total", []string{"outcome", "rejected"}, 2},
 		{"floodgate_calls_total", []string{"outcome", "failure"}, 1},
 		{"floodgate_calls_total", []string{"outcome", "neutral"}, 0},
@@ -416,7 +465,7 @@ func TestServe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := value(t, scrape(t, "http://"+addr.String()), "floodgate_diverted_total", "reason", "open"); got != 1 {
+	if got := value(t, scrape(t, "http://"+addr.String()), "floodgate_diverted_total", "partner", metrics.PartnerNone, "reason", "open"); got != 1 {
 		t.Errorf("Start: diverted{open} = %v, want 1", got)
 	}
 	if _, err := metrics.Start(ctx2, addr.String(), reg); err == nil {

@@ -20,7 +20,7 @@ import (
 // message's fate.
 func TestObserveEventFollowsReportedOutcome(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.Options{Breaker: "northwind"})
+	m, err := metrics.New(reg, metrics.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestObserveEventFollowsReportedOutcome(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := "http://" + addr.String()
-	expect(t, scrape(t, url), "start", []check{
+	expect(t, scrape(t, url), "start", metrics.PartnerOther, []check{
 		{"floodgate_diverted_total", []string{"reason", string(retryqueue.ReasonNotAttempted)}, 0},
 	})
 
@@ -45,9 +45,10 @@ func TestObserveEventFollowsReportedOutcome(t *testing.T) {
 		// a failure that used up the attempts
 		{Action: middleware.DeadLettered, Reason: retryqueue.DeadReasonMaxAttempts, Admitted: true, Outcome: breaker.OutcomeFailure},
 	} {
+		ev.Partner = "northwind"
 		m.ObserveEvent(ev)
 	}
-	expect(t, scrape(t, url), "events", []check{
+	expect(t, scrape(t, url), "events", "northwind", []check{
 		{"floodgate_diverted_total", []string{"reason", string(retryqueue.ReasonNotAttempted)}, 1},
 		{"floodgate_diverted_total", []string{"reason", string(retryqueue.ReasonFailure)}, 1},
 		{"floodgate_dead_lettered_total", []string{"reason", retryqueue.DeadReasonMaxAge}, 1},

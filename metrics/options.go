@@ -18,18 +18,36 @@ func DefaultLatencyBuckets() []float64 {
 // on each scrape when [Options.ScrapeTimeout] is zero.
 const DefaultScrapeTimeout = 2 * time.Second
 
-// Options configures [New].
+// DefaultMaxPartners is the number of partners with a partner label of
+// their own when [Options.MaxPartners] is zero.
+const DefaultMaxPartners = 100
+
+// MaxPartnersLimit is the largest [Options.MaxPartners].
+const MaxPartnersLimit = 10000
+
+// Options configures [New]. The zero value is valid: every field is
+// optional.
 type Options struct {
-	// Breaker is the value of the breaker label on every series, normally
-	// the breaker's [breaker.Config.Name]. Two [Metrics] on one registry need
-	// different values.
-	// Required. Any non-empty string.
-	Breaker string
+	// Service is the value of a service label on every series, to tell
+	// apart two [Metrics] on one registry (two services in one process).
+	// Optional. Default "": no service label. Any string that is valid
+	// UTF-8.
+	Service string
+
+	// MaxPartners caps the number of partners with a partner label of their
+	// own: the first partners seen take the labels while there is room, a
+	// label is freed by [Metrics.Forget], and the others are counted under
+	// the partner label [PartnerOther]. Each labelled partner costs about
+	// 50 series (the latency histogram's buckets included).
+	// Optional. Default 100. Valid range 1..10000.
+	MaxPartners int
 
 	// SlowCallDuration is the latency above which a delivered call counts as
-	// slow in floodgate_calls_total.
-	// Optional. Default: the watched breaker's SlowCallDuration once
-	// [Metrics.WatchBreaker] is called; before that no call counts as slow.
+	// slow in floodgate_calls_total, for every partner.
+	// Optional. Default: each partner's own breaker's SlowCallDuration when
+	// the [Metrics] finds it ([Metrics.WatchBreaker], [Metrics.WatchRegistry],
+	// [Metrics.ObserveTransition]), else breaker.DefaultSlowCallDuration
+	// (5 s), which also applies to the PartnerOther and PartnerNone series.
 	// Valid range >= 0.
 	SlowCallDuration time.Duration
 
@@ -52,14 +70,19 @@ func (o *Options) setDefaults() {
 	if o.ScrapeTimeout == 0 {
 		o.ScrapeTimeout = DefaultScrapeTimeout
 	}
+	if o.MaxPartners == 0 {
+		o.MaxPartners = DefaultMaxPartners
+	}
 }
 
 // Validate reports the first invalid field, wrapping [ErrInvalidOptions].
 // Zero optional fields are valid (they take their defaults).
 func (o Options) Validate() error {
 	switch {
-	case o.Breaker == "":
-		return fmt.Errorf("%w: Breaker is required (the breaker label's value)", ErrInvalidOptions)
+	case !utf8Valid(o.Service):
+		return fmt.Errorf("%w: Service must be valid UTF-8 (a label value), got %q", ErrInvalidOptions, o.Service)
+	case o.MaxPartners < 0 || o.MaxPartners > MaxPartnersLimit:
+		return fmt.Errorf("%w: MaxPartners must be in 1..%d (0 for the default %d), got %d", ErrInvalidOptions, MaxPartnersLimit, DefaultMaxPartners, o.MaxPartners)
 	case o.SlowCallDuration < 0:
 		return fmt.Errorf("%w: SlowCallDuration must be >= 0, got %v", ErrInvalidOptions, o.SlowCallDuration)
 	case o.ScrapeTimeout < 0:

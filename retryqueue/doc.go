@@ -113,6 +113,40 @@
 // backlog depth, the measured drain rate, the dead letters and the
 // estimated time to empty.
 //
+// # Drain per partner
+//
+// A [PartnerDrainer] drains every partner of one service without
+// head-of-line blocking: each partner with a backlog gets its own [Drainer]
+// on its own durable consumer ([ConsumerName], filtered on the partner's
+// route subject), under its own breaker's [Gate]
+// ([PartnerDrainerConfig.Gate]) and its own adaptive drain rate. An open
+// partner's drainer fetches nothing, so its backlog, however large, is
+// never read and delays no one; a service-wide consumer would have to
+// fetch it to skip it. The drained messages in handlers are bounded across
+// partners ([PartnerDrainerConfig.MaxInFlight]) and shared max-min fairly:
+// free slots go to waiting partners in turn, and a partner holding its
+// fair share waits behind those below it, so slow partner calls cannot
+// crowd out the others.
+//
+// A partner's drain starts when its Queue diverts a message to it, on
+// [PartnerDrainer.Wake] (call it from the breaker's state listener), or
+// when discovery finds its subject non-empty (the retry stream's
+// per-subject counts, read at start and every
+// [PartnerDrainerConfig.DiscoverInterval]: other replicas' diversions and
+// backlogs from before a restart; a hashed token's key comes from its last
+// message, [PartnerKey]). It stops once a fetch finds nothing and the
+// consumer has nothing pending or awaiting an ack, and deletes its
+// consumer: an idle partner costs no goroutine, no consumer and no poll
+// loop. This loses nothing, since the work-queue retry stream keeps every
+// unacked message for the next consumer, and a [Drainer] whose consumer is
+// deleted under it (by another replica) creates it again. Server-side
+// InactiveThreshold was not used: it would remove the consumer but not the
+// goroutine, and would delete the consumer of a partner paused by its open
+// breaker. Use [PartnerDrainer.HasBacklog] as the partner registry's
+// HasBacklog, and [PartnerDrainer.Observe] to feed live outcomes to a
+// partner's drain rate. A Queue with [Config.OrderingKey] needs one
+// [Drainer] with [DrainerConfig.AllPartners] instead.
+//
 // # Order
 //
 // The drain is FIFO by default: stream order, a batch handled

@@ -46,7 +46,7 @@ type env struct {
 
 // newEnv connects to url, provisions unique retry and dead-letter streams
 // and builds a Queue; mod may change the config before New.
-func newEnv(t *testing.T, url string, mod func(*retryqueue.Config)) env {
+func newEnv(t testing.TB, url string, mod func(*retryqueue.Config)) env {
 	t.Helper()
 	nc := natstest.Conn(t, url)
 	e := env{url: url, nc: nc, js: natstest.JetStream(t, nc)}
@@ -78,7 +78,7 @@ func newEnv(t *testing.T, url string, mod func(*retryqueue.Config)) env {
 	return e
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	c, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return c

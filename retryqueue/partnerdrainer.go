@@ -294,14 +294,23 @@ func (p *PartnerDrainer) wakeRoute(r route) {
 		d.Wake()
 		return
 	}
+	p.mu.Unlock()
+	// Built without the lock: Gate is the caller's code (a registry
+	// lookup, which may ask HasBacklog).
 	e := &drainPart{rt: r}
 	d, err := p.newDrainer(e)
 	if err != nil {
-		p.mu.Unlock()
 		p.cfg.Drainer.Logger.Error("retryqueue: partner drainer", err, watermill.LogFields{"stream": p.stream, "partner_token": r.partnerToken})
 		return
 	}
 	e.d = d
+	p.mu.Lock()
+	if p.ctx == nil || p.parts[r.partnerToken] != nil {
+		// Run ended, or another wake started it meanwhile: drop this one.
+		p.mu.Unlock()
+		p.wakeRoute(r)
+		return
+	}
 	p.parts[r.partnerToken] = e
 	ctx := p.ctx
 	p.wg.Add(1)
@@ -368,10 +377,7 @@ func (p *PartnerDrainer) emptyDeleted(ctx context.Context, e *drainPart) bool {
 	if err != nil {
 		return false // gone already (another replica): Run creates it again and looks
 	}
-	info, err := c.Info(ctx)
-	if err != nil {
-		return false
-	}
+	info := c.CachedInfo() // fresh: the lookup just read it
 	n := info.NumPending + uint64(info.NumAckPending)
 	p.mu.Lock()
 	e.backlog = n

@@ -241,8 +241,15 @@ func TestDrainerRouteConflict(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
+		// A consumer that exists before Run (another route's, in the
+		// conflict cases) says nothing: wait for Run's verdict then.
+		_, err = e.js.Consumer(ctx, d.Stream(), d.Consumer())
+		existed := err == nil
 		done := make(chan error, 1)
 		go func() { done <- d.Run(ctx) }()
+		if existed {
+			return d, <-done
+		}
 		// Run returns at once on a conflict; otherwise stop it once its
 		// consumer exists.
 		for {

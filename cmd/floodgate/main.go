@@ -40,6 +40,7 @@ var commands = []command{
 	{name: "backlog", summary: "show retry and dead-letter depth by original topic", run: runBacklog},
 	{name: "replay", summary: "move dead letters back into the retry queue (all, by original topic or by age)", run: runReplay},
 	{name: "purge", summary: "remove dead letters (or the retry backlog) for good; needs -yes", run: runPurge},
+	{name: "migrate", summary: "move the previous release's retry and dead-letter streams to the route layout", run: runMigrate},
 	{name: "status", summary: "show the shared state of fleet-wide breakers (NATS KV)", run: runStatus},
 	{name: "open", summary: "force a fleet-wide breaker open on every replica (isolate a partner)", run: runOpen},
 	{name: "close", summary: "close a fleet-wide breaker on every replica, keeping its backoff", run: runClose},

@@ -113,7 +113,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 
 	mctx, stopMetrics := context.WithCancel(ctx)
 	defer stopMetrics()
-	m, err := exampleutil.StartMetrics(mctx, o.metricsAddr, b) // nil when -metrics-addr is off
+	m, err := exampleutil.StartMetrics(mctx, o.metricsAddr) // nil when -metrics-addr is off
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +187,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := errors.Join(m.WatchQueue(queue), m.WatchDrainer(drainer)); err != nil {
+	if err := errors.Join(m.WatchBreaker(queue.Partner(), b), m.WatchQueue(queue), m.WatchDrainer(queue.Partner(), drainer)); err != nil {
 		return nil, err
 	}
 	var tl transitions

@@ -244,7 +244,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	calls := &callLog{slowCall: o.slowCall, before: map[string]int{}}
 	mctx, stopMetrics := context.WithCancel(ctx)
 	defer stopMetrics()
-	m, err := exampleutil.StartMetrics(mctx, o.metricsAddr, b) // nil when -metrics-addr is off
+	m, err := exampleutil.StartMetrics(mctx, o.metricsAddr) // nil when -metrics-addr is off
 	if err != nil {
 		return nil, err
 	}
@@ -277,7 +277,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		return nil, err
 	}
 	defer guard.Close()
-	if err := errors.Join(m.WatchQueue(guard.Queue), m.WatchDrainer(guard.Drainer)); err != nil {
+	if err := errors.Join(m.WatchBreaker(guard.Queue.Partner(), b), m.WatchQueue(guard.Queue), m.WatchDrainer(guard.Queue.Partner(), guard.Drainer)); err != nil {
 		return nil, err
 	}
 

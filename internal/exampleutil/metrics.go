@@ -8,26 +8,22 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/metrics"
 )
 
-// StartMetrics serves floodgate's Prometheus metrics for b at addr's
-// /metrics until ctx ends, on a registry of its own. An empty addr turns
-// metrics off: it returns a nil *metrics.Metrics, whose methods do nothing,
-// so callers wire ObserveEvent, WatchQueue and WatchDrainer unconditionally.
-// It returns an error naming -metrics-addr when the address cannot be
-// listened on.
-func StartMetrics(ctx context.Context, addr string, b *breaker.Breaker) (*metrics.Metrics, error) {
+// StartMetrics serves floodgate's Prometheus metrics at addr's /metrics
+// until ctx ends, on a registry of its own. An empty addr turns metrics
+// off: it returns a nil *metrics.Metrics, whose methods do nothing, so
+// callers wire ObserveEvent, WatchBreaker, WatchQueue and WatchDrainer
+// unconditionally. It returns an error naming -metrics-addr when the
+// address cannot be listened on.
+func StartMetrics(ctx context.Context, addr string) (*metrics.Metrics, error) {
 	if addr == "" {
 		return nil, nil
 	}
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.Options{Breaker: b.Name(), SlowCallDuration: b.Config().SlowCallDuration})
+	m, err := metrics.New(reg, metrics.Options{})
 	if err != nil {
-		return nil, err
-	}
-	if err := m.WatchBreaker(b); err != nil {
 		return nil, err
 	}
 	if _, err := metrics.Start(ctx, addr, reg); err != nil {
