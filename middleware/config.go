@@ -6,9 +6,11 @@ import (
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/deliver"
+	"github.com/floodgate-go/floodgate/partner"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
@@ -22,12 +24,40 @@ const DefaultTimeout = 10 * time.Second
 // ErrInvalidConfig is wrapped by every error [New] returns for a bad [Config].
 var ErrInvalidConfig = errors.New("middleware: invalid config")
 
-// Config configures the middleware built by [New].
+// Config configures the middleware built by [New]. Set exactly one of
+// Breaker (single-partner mode: one breaker, the queue's
+// [retryqueue.Config.Partner] route) and Partners (per-partner mode: a
+// breaker and a bulkhead per partner, chosen per message by PartnerKey; see
+// the package doc).
 type Config struct {
-	// Breaker guards the partner. Required.
+	// Breaker guards the one partner of single-partner mode. Required
+	// unless Partners is set; exactly one of the two.
 	Breaker *breaker.Breaker
 
-	// Queue receives diverted messages and dead letters. Required.
+	// Partners holds a breaker and a bulkhead per partner (per-partner
+	// mode). Required unless Breaker is set; exactly one of the two. The
+	// middleware does not close it.
+	Partners *partner.Registry
+
+	// PartnerKey returns the partner key of a live message: any byte string
+	// (for example msg.Metadata.Get("AS2-To"), or a webhook's endpoint),
+	// untrusted input the registry maps to a safe token. It is not called
+	// for a message a [retryqueue.Drainer] handed over, whose partner is
+	// its route's ([retryqueue.DrainedPartner]). "" means no key (see
+	// DefaultPartner); a panic counts as no key. It runs on the handler's
+	// goroutine for every message: keep it fast and allocation-free, and
+	// safe for concurrent use. Required with Partners; not allowed with
+	// Breaker.
+	PartnerKey func(msg *message.Message) string
+
+	// A live message for which PartnerKey returns "" goes to the partner
+	// of this key. Optional, with Partners only. Default "": such a
+	// message is dead-lettered with reason [DeadReasonNoPartner].
+	DefaultPartner string
+
+	// Queue receives diverted messages and dead letters; in per-partner
+	// mode each under its partner's route ([retryqueue.Queue.RouteTo]).
+	// Required.
 	Queue *retryqueue.Queue
 
 	// Timeout bounds one delivery attempt: the wrapped handler runs with a
@@ -86,8 +116,14 @@ func (c Config) Validate() error {
 // validate requires defaults set.
 func (c *Config) validate() error {
 	switch {
-	case c.Breaker == nil:
-		return fmt.Errorf("%w: Breaker is required", ErrInvalidConfig)
+	case c.Breaker == nil && c.Partners == nil:
+		return fmt.Errorf("%w: one of Breaker and Partners is required, got neither", ErrInvalidConfig)
+	case c.Breaker != nil && c.Partners != nil:
+		return fmt.Errorf("%w: exactly one of Breaker and Partners may be set, got both", ErrInvalidConfig)
+	case c.Partners != nil && c.PartnerKey == nil:
+		return fmt.Errorf("%w: PartnerKey is required with Partners", ErrInvalidConfig)
+	case c.Breaker != nil && (c.PartnerKey != nil || c.DefaultPartner != ""):
+		return fmt.Errorf("%w: PartnerKey and DefaultPartner are allowed with Partners only, not with Breaker", ErrInvalidConfig)
 	case c.Queue == nil:
 		return fmt.Errorf("%w: Queue is required", ErrInvalidConfig)
 	case c.Timeout <= 0:

@@ -64,4 +64,37 @@
 // The same wrapped handler serves the retry queue's drainer
 // ([retryqueue.Drainer]), so backlog messages go through exactly the same
 // breaker-guarded path as live ones.
+//
+// # Per-partner mode
+//
+// With [Config.Partners] (a [partner.Registry]) instead of
+// [Config.Breaker], one middleware guards many partners, each with its own
+// breaker and bulkhead, created on first use from the registry's template.
+// A live message's partner key is [Config.PartnerKey] of it (untrusted
+// input: any byte string, mapped to a safe token by [partner.Token]), or
+// [Config.DefaultPartner] when that is ""; a drained message's is its
+// route's ([retryqueue.DrainedPartner]), never chosen again from its
+// payload or metadata. A handler that delivers by key must do the same:
+// take a drained message's partner from retryqueue.DrainedPartner(
+// msg.Context(), msg), not from its metadata. Every diversion and dead
+// letter goes to the partner's route ([retryqueue.Queue.RouteTo],
+// [retryqueue.Queue.DeadLetterTo]), and [Event.Partner] is its token.
+// Admission ([partner.Registry.Acquire]) adds these outcomes to the
+// table above; the breaker's own rejections divert as in single-partner
+// mode, and the lease reports the outcome exactly as a permit does:
+//
+//	admission fails with         message                                       event (Action / Reason)
+//	no key, no DefaultPartner    dead-lettered, empty key's route ("=")        dead-lettered / no-partner, Partner ""
+//	partner.ErrPartnerLimit      diverted as not attempted, no attempt counted diverted / partner-limit
+//	partner.ErrBulkheadFull      diverted as not attempted, no attempt counted diverted / bulkhead
+//	partner.ErrKeyTooLong        dead-lettered                                 dead-lettered / partner-key-too-long
+//	partner.ErrInvalidConfig     dead-lettered (Override's bug, logged)        dead-lettered / partner-config
+//	partner.ErrClosed            nacked (shutting down)                        nacked
+//
+// A partner-limit or bulkhead diversion is a not-attempted one in the
+// queue ([retryqueue.ReasonNotAttempted] in its metadata, the cause in its
+// history), so it backs off on its own counter and is never dead-lettered
+// for the cap; the distinct Event.Reason ([ReasonPartnerLimit],
+// [ReasonBulkhead]) is one of a fixed set, a bounded label value. A
+// per-partner drainer takes each partner's budget from [PartnerDrainGate].
 package middleware

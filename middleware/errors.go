@@ -79,3 +79,10 @@ type PanicError struct {
 
 // Error returns "handler panicked: " and the panic value.
 func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
+
+// ErrNoPartner is the cause (in [Event.Err] and the dead letter's
+// MetaLastError) of a message dead-lettered with [DeadReasonNoPartner]:
+// in per-partner mode, [Config.PartnerKey] returned "" (or panicked) and
+// there is no [Config.DefaultPartner], or a drained message's route has no
+// known partner key.
+var ErrNoPartner = errors.New("middleware: no partner key")

@@ -62,11 +62,16 @@ type Event struct {
 	Action Action
 	// Reason is the diversion reason ("open", "probe-limit", "ramp",
 	// "failure", "ordering", "not-attempted": the handler returned
-	// [ErrNotAttempted]) or the dead-letter reason (a retryqueue
-	// DeadReason constant: "permanent", "malformed", "max-attempts",
-	// "max-age"; the detail is in Err and in the dead letter's
-	// MetaLastError); empty for Delivered. [DeadReasonMaxDeliver] with
-	// DeadLettered or Nacked marks a message's last delivery.
+	// [ErrNotAttempted]; in per-partner mode also [ReasonPartnerLimit] and
+	// [ReasonBulkhead], diverted as not attempted) or the dead-letter
+	// reason (a retryqueue DeadReason constant: "permanent", "malformed",
+	// "max-attempts", "max-age"; in per-partner mode also
+	// [DeadReasonNoPartner], [DeadReasonPartnerKey],
+	// [DeadReasonPartnerConfig]; the detail is in Err and in the dead
+	// letter's MetaLastError); empty for Delivered. [DeadReasonMaxDeliver]
+	// with DeadLettered or Nacked marks a message's last delivery. Always
+	// one of these constants (the queue may prefix a dead-letter reason
+	// with "too-large: "), so a bounded label value.
 	Reason string
 	// Admitted is true when the breaker admitted the call and the handler ran.
 	Admitted bool

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/partner"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
@@ -30,4 +31,54 @@ func DrainGate(b *breaker.Breaker) retryqueue.Gate {
 		}
 		return 0
 	})
+}
+
+// UnknownPartnerBudget is the drain budget [PartnerDrainGate] gives a
+// partner its registry does not hold (never seen, or evicted: an evicted
+// partner was closed, with no call in flight): one message, which creates
+// the partner when the middleware admits it. From then on the gate follows
+// the partner's breaker. It is what a fresh closed breaker admits, bounded
+// to one so the gate itself creates nothing and a registry at its
+// MaxPartners cap is not asked for more than one partner-limit diversion.
+const UnknownPartnerBudget = 1
+
+// PartnerDrainGate returns, for a per-partner drainer, the [retryqueue.Gate]
+// of each partner of reg: the gate of partner key k lets the drainer take
+// from k's backlog only what k's breaker and bulkhead admit now: nothing
+// while open; while half-open the free probe slots; while closed the free
+// slots of its bulkhead ([partner.PartnerConfig.MaxInFlight] minus the
+// calls in flight, live ones included), so drained messages are not
+// turned away as "bulkhead"; and [UnknownPartnerBudget] while reg does not
+// hold k. Each Budget call looks k up ([partner.Registry.Lookup], which
+// does not count as a use, so a gate never keeps a partner from idle
+// eviction) and takes one [breaker.Breaker.Snapshot] (and, half-open, one
+// [breaker.Breaker.Config]); a gate allocates
+// once, when made. Gates are safe for concurrent use. It panics if reg is
+// nil, a programming error better caught at start-up.
+//
+// The drainer's messages must go through a middleware with Partners set
+// to the same reg, which guards each with its route's partner
+// ([retryqueue.DrainedPartner]).
+func PartnerDrainGate(reg *partner.Registry) func(partnerKey string) retryqueue.Gate {
+	if reg == nil {
+		panic("middleware: PartnerDrainGate: nil registry")
+	}
+	return func(key string) retryqueue.Gate {
+		return retryqueue.GateFunc(func() int {
+			p, ok := reg.Lookup(key)
+			if !ok {
+				return UnknownPartnerBudget
+			}
+			free := max(0, p.MaxInFlight()-p.InFlight())
+			b := p.Breaker()
+			s := b.Snapshot()
+			switch s.State {
+			case breaker.StateClosed:
+				return free
+			case breaker.StateHalfOpen: // rare: the configuration copy is affordable
+				return min(free, max(0, b.Config().ProbeConcurrency-s.ProbesInFlight))
+			}
+			return 0
+		})
+	}
 }

@@ -25,14 +25,15 @@ const DeadReasonMaxDeliver = "max-deliver"
 // emits Nacked with Reason [DeadReasonMaxDeliver], and returns the error:
 // the message is then left to the broker, which gives up on it (it stays in
 // a limits-retention source stream at that sequence). handled is false when
-// this is not a last delivery; the caller nacks as usual.
-func (g *guard) lastDelivery(msg *message.Message, ev Event, op string, err error) (result error, handled bool) {
+// this is not a last delivery; the caller nacks as usual. The dead letter
+// takes the route of partner key key.
+func (g *guard) lastDelivery(msg *message.Message, ev Event, key, op string, err error) (result error, handled bool) {
 	d, ok := jsq.DeliveryFrom(msg.Context())
 	if !ok || !d.Last() {
 		return nil, false
 	}
 	cause := fmt.Errorf("%s failed on delivery %d of MaxDeliver %d: %w", op, d.Count, d.MaxDeliver, err)
-	dlErr := g.cfg.Queue.DeadLetter(msg.Context(), msg, DeadReasonMaxDeliver, cause)
+	dlErr := g.cfg.Queue.DeadLetterTo(msg.Context(), msg, key, DeadReasonMaxDeliver, cause)
 	if dlErr == nil {
 		ev.Action, ev.Reason = DeadLettered, DeadReasonMaxDeliver
 		if ev.Err == nil {

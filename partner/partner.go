@@ -31,6 +31,9 @@ type Partner struct {
 	maxInFlight uint64
 	reg         *Registry
 	unlisten    func()
+	// From the breaker's configuration, read once at creation.
+	clock    breaker.Clock
+	classify func(error) breaker.Outcome
 
 	word atomic.Uint64
 	// seen is the registry's sweep epoch at the last use; idleSince is the
@@ -54,6 +57,17 @@ func (p *Partner) Token() string { return p.token }
 // change the breaker's state ([breaker.Breaker.ForceOpen], ForceClose,
 // Reset) inside [Registry.With], for the same reason.
 func (p *Partner) Breaker() *breaker.Breaker { return p.b }
+
+// Clock returns the clock of the partner's breaker (its
+// [breaker.Breaker.Config] Clock: the wall clock when none was given), read
+// at creation, so a caller can measure latency for [Lease.RecordAt] on the
+// breaker's own time without copying its configuration.
+func (p *Partner) Clock() breaker.Clock { return p.clock }
+
+// Classifier returns the [breaker.Config.Classifier] of the partner's
+// breaker, read at creation; nil when none was given (every error is then a
+// failure).
+func (p *Partner) Classifier() func(error) breaker.Outcome { return p.classify }
 
 // MaxInFlight returns the partner's bulkhead size ([PartnerConfig.MaxInFlight]).
 func (p *Partner) MaxInFlight() int { return int(p.maxInFlight) }

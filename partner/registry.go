@@ -255,7 +255,9 @@ func (r *Registry) newPartner(key string, now int64) (*Partner, error) {
 	if err != nil { // validated above, or as the template
 		return nil, fmt.Errorf("%w: partner %s: Breaker: %w", ErrInvalidConfig, token, err)
 	}
-	p := &Partner{key: key, token: token, b: b, maxInFlight: uint64(pc.MaxInFlight), reg: r}
+	bc := b.Config()
+	p := &Partner{key: key, token: token, b: b, maxInFlight: uint64(pc.MaxInFlight), reg: r,
+		clock: bc.Clock, classify: bc.Classifier}
 	p.seen.Store(r.epoch.Load())
 	p.idleSince.Store(now)
 	if fn := r.cfg.OnTransition; fn != nil {
