@@ -136,7 +136,7 @@ func TestPartnerLabelsCapAndForget(t *testing.T) {
 		want{metrics.NameCalls, []string{"outcome", "rejected", "partner", "_other"}, 1},
 		want{metrics.NameDiverted, []string{"partner", "_other", "reason", "open"}, 1},
 		want{metrics.NameDeadLettered, []string{"partner", "_other", "reason", "permanent"}, 1},
-		want{metrics.NameDeadLettered, []string{"partner", "_none", "reason", "other"}, 1},
+		want{metrics.NameDeadLettered, []string{"partner", "_none", "reason", "no-partner"}, 1},
 	)
 	g.absent(t, "capped", "c")
 	g.absent(t, "capped", "d")
