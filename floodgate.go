@@ -11,6 +11,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/jsq"
+	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/middleware"
 	"github.com/floodgate-go/floodgate/partner"
 	"github.com/floodgate-go/floodgate/retryqueue"
@@ -33,6 +34,7 @@ type Floodgate struct {
 	drain    *retryqueue.PartnerDrainer
 	handler  message.HandlerFunc
 	pub      *jsq.Publisher
+	metrics  *metrics.Metrics // nil without Config.Metrics
 }
 
 // DrainHandlerName is the name of the router handler that runs the drain
@@ -80,6 +82,11 @@ func New(ctx context.Context, r *message.Router, cfg Config) (*Floodgate, error)
 	if f.queue, err = retryqueue.New(qcfg); err != nil {
 		return nil, err
 	}
+	if cfg.Metrics != nil {
+		if f.metrics, err = metrics.New(cfg.Metrics, metrics.Options{Service: f.queue.Service()}); err != nil {
+			return nil, err
+		}
+	}
 	f.partners, err = partner.New(partner.Config{
 		Template:     cfg.Partner,
 		Override:     cfg.Override,
@@ -87,6 +94,7 @@ func New(ctx context.Context, r *message.Router, cfg Config) (*Floodgate, error)
 		IdleAfter:    cfg.IdleAfter,
 		HasBacklog:   func(p *partner.Partner) bool { return f.drain.HasBacklog(p.Key()) },
 		OnTransition: f.onTransition,
+		OnEvict:      func(p *partner.Partner) { f.metrics.Forget(p.Token()) },
 	})
 	if err != nil {
 		return nil, err
@@ -117,6 +125,9 @@ func New(ctx context.Context, r *message.Router, cfg Config) (*Floodgate, error)
 	if f.drain, err = retryqueue.NewPartnerDrainer(dcfg); err != nil {
 		return nil, err
 	}
+	if err := f.watch(); err != nil {
+		return nil, err
+	}
 	r.AddConsumerHandler(cfg.Name, cfg.Topic, cfg.Subscriber, func(msg *message.Message) error {
 		_, err := f.handler(msg)
 		return err
@@ -132,15 +143,41 @@ func (f *Floodgate) onEvent(ev middleware.Event) {
 		failed := ev.Action == middleware.Diverted && ev.Reason == string(retryqueue.ReasonFailure)
 		f.drain.Observe(ev.PartnerKey, ev.UUID, failed, ev.Latency)
 	}
+	f.metrics.ObserveEvent(ev)
 	if f.cfg.OnEvent != nil {
 		f.cfg.OnEvent(ev)
 	}
+}
+
+// watch attaches the partners, the queue and the drain to the metrics.
+func (f *Floodgate) watch() error {
+	if f.metrics == nil {
+		return nil
+	}
+	if err := f.metrics.WatchRegistry(f.partners); err != nil {
+		return err
+	}
+	if err := f.metrics.WatchQueue(f.queue); err != nil {
+		return err
+	}
+	return f.metrics.WatchDrains(func(context.Context) []metrics.DrainSample {
+		ps := f.drain.Partners()
+		out := make([]metrics.DrainSample, 0, len(ps))
+		for _, p := range ps {
+			out = append(out, metrics.DrainSample{
+				Partner: p.Token, Rate: p.Rate, Backlog: p.Backlog, HasBacklog: true,
+				Stats: retryqueue.DrainStats{Drained: p.Drained},
+			})
+		}
+		return out
+	})
 }
 
 // onTransition wakes the partner's drain on every transition of its
 // breaker (half-open: probes may come from the backlog; closed: drain).
 func (f *Floodgate) onTransition(p *partner.Partner, t breaker.Transition) {
 	f.drain.Wake(p.Key())
+	f.metrics.ObserveTransition(p, t)
 	if f.cfg.OnTransition != nil {
 		f.cfg.OnTransition(p, t)
 	}

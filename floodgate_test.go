@@ -13,11 +13,13 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/natstest"
 	"github.com/floodgate-go/floodgate/jsq"
+	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/partner"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
@@ -81,9 +83,11 @@ func TestNewGuardsEachPartnerAndDrainsWithTheRouter(t *testing.T) {
 	p := &partners{delivered: map[string]map[string]int{}}
 	p.down.Store("B", true)
 	var trips sync.Map
+	reg := prometheus.NewRegistry()
 	fg, err := floodgate.New(context.Background(), router, floodgate.Config{
 		Name: "as2", Topic: topic, Subscriber: sub, JetStream: js,
 		Deliver:    p.deliver,
+		Metrics:    reg,
 		PartnerKey: func(m *message.Message) string { return m.Metadata.Get("partner") },
 		Partner: partner.PartnerConfig{Breaker: breaker.Config{
 			ConsecutiveFailures: 3, BaseOpenWindow: 100 * time.Millisecond, MaxOpenWindow: 200 * time.Millisecond,
@@ -143,6 +147,23 @@ func TestNewGuardsEachPartnerAndDrainsWithTheRouter(t *testing.T) {
 		t.Errorf("%d deliveries to the wrong partner", p.wrong)
 	}
 	p.mu.Unlock()
+	// The metrics carry each partner's own series.
+	for _, c := range []struct {
+		name   string
+		labels map[string]string
+		min    float64
+	}{
+		{metrics.NameCalls, map[string]string{"partner": "A", "outcome": "success"}, per},
+		{metrics.NameCalls, map[string]string{"partner": "B", "outcome": "failure"}, 3},
+		{metrics.NameTransitions, map[string]string{"partner": "B", "from": "closed", "to": "open"}, 1},
+	} {
+		if got := metricValue(t, reg, c.name, c.labels); got < c.min {
+			t.Errorf("%s%v = %v, want >= %v", c.name, c.labels, got, c.min)
+		}
+	}
+	if got := metricValue(t, reg, metrics.NameTransitions, map[string]string{"partner": "A", "from": "closed", "to": "open"}); got != 0 {
+		t.Errorf("A's trips = %v, want 0", got)
+	}
 	if n := len(natstest.StreamMsgs(t, js, dead)); n != 0 {
 		t.Errorf("%d dead letters, want 0", n)
 	}
@@ -214,4 +235,36 @@ func ourGoroutines() int {
 		}
 	}
 	return n
+}
+
+// metricValue is the value of the series of name whose labels include
+// labels, or -1 when there is none.
+func metricValue(t *testing.T, g prometheus.Gatherer, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue next
+				}
+			}
+			if c := m.GetCounter(); c != nil {
+				return c.GetValue()
+			}
+			return m.GetGauge().GetValue()
+		}
+	}
+	return -1
 }
