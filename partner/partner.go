@@ -31,6 +31,7 @@ type Partner struct {
 	maxInFlight uint64
 	reg         *Registry
 	unlisten    func()
+	fleet       *breaker.Fleet // nil without Config.Fleet
 
 	word atomic.Uint64
 	// seen is the registry's sweep epoch at the last use; idleSince is the
