@@ -35,11 +35,11 @@ type breakerStatus struct {
 	// subject in the retry and dead-letter streams.
 	Backlog     uint64              `json:"backlog"`
 	DeadLetters uint64              `json:"dead_letters"`
-	State     string              `json:"state"`
-	Revision  uint64              `json:"revision"`
-	Shared    breaker.SharedState `json:"shared"`
-	Leases    []leaseStatus       `json:"probe_leases"`
-	OpenUntil string              `json:"open_until,omitempty"`
+	State       string              `json:"state"`
+	Revision    uint64              `json:"revision"`
+	Shared      breaker.SharedState `json:"shared"`
+	Leases      []leaseStatus       `json:"probe_leases"`
+	OpenUntil   string              `json:"open_until,omitempty"`
 }
 
 type leaseStatus struct {
