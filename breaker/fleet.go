@@ -32,8 +32,21 @@ const (
 
 // FleetConfig configures [JoinFleet].
 type FleetConfig struct {
-	// Store holds the shared state and the probe leases. Required.
+	// Store holds the shared state and the probe leases. Required. Every
+	// fleet of a process on one store (one comparable Store value) shares
+	// one pool of at most 4 worker goroutines, started when there is work,
+	// and one resync timer: a joined breaker has no goroutine, ticker or
+	// watch of its own (breaker/natskv also shares one KV watch per bucket).
 	Store Store
+
+	// Name is the breaker's name in the store: breakers of the same Name
+	// on the same store form one fleet. Optional. Default the breaker's
+	// [Config.Name]. A breaker per partner needs a name unique per
+	// (service, partner), not the partner alone, or two services would
+	// share a breaker: package partner uses "<service token>.<partner
+	// token>" (partner.FleetName). The store may restrict it
+	// ([NameChecker]).
+	Name string
 
 	// Replica names this process in the shared state and its probe leases
 	// (for operators); give every replica its own (a pod name, or host and
@@ -52,10 +65,14 @@ type FleetConfig struct {
 	// OpTimeout bounds every store call. Optional. Default 2s; range > 0.
 	OpTimeout time.Duration
 
-	// ResyncInterval is how often the fleet re-reads the shared state (and,
-	// while the store is unreachable, tries it again). It bounds the delay
-	// to learn a change if a watch update is lost. Optional. Default 1s;
-	// range > 0. Ignored with Inline.
+	// ResyncInterval is how often the fleet re-reads the shared state
+	// while it is not quiet: while the store is unreachable (to try it
+	// again), while its watch is not running, or while the shared or local
+	// state is not closed, it bounds the delay to learn a change if a watch
+	// update is lost. A quiet fleet (closed, connected, watching) relies
+	// on its watch and costs no store call, so thousands of idle breakers
+	// cost no store traffic. Optional. Default 1s; range > 0. Ignored with
+	// Inline.
 	ResyncInterval time.Duration
 
 	// NoSlotBackoff is how long a replica that found every probe slot held
@@ -161,8 +178,11 @@ type Fleet struct {
 	name  string
 	ctx   context.Context
 	stop  context.CancelFunc
-	done  chan struct{}
-	wake  chan struct{}
+	hub   *fleetHub // nil with Inline
+
+	queued     atomic.Bool  // in the hub's queue
+	nextResync atomic.Int64 // unix ns of the next resync while not quiet
+	watching   atomic.Bool
 
 	removeListener func()
 
@@ -180,9 +200,9 @@ type Fleet struct {
 	goods    []uint64 // epochs of good leased probes to count
 	releases []ProbeLease
 	leases   map[uint64]heldLease // by ledger id
-	watching bool
 	resync   bool
 	stepping bool
+	idle     chan struct{} // closed when a step ends, for Leave
 	dirty    bool
 	applied  appliedKey
 	stats    FleetStats
@@ -253,8 +273,15 @@ type FleetStats struct {
 // their clocks' skew adds to the convergence delay). JoinFleet reads the
 // shared state once (adopting it) unless the store is unreachable, in which
 // case it starts in fallback. It returns an error wrapping
-// [ErrInvalidConfig] for a nil b, a bad cfg, or a breaker name the store
-// cannot hold ([NameChecker]; natskv: [-_=A-Za-z0-9]+), or [ErrFleetJoined].
+// [ErrInvalidConfig] for a nil b, a bad cfg, or a name the store cannot
+// hold ([FleetConfig.Name] or the breaker's; [NameChecker]; natskv: one or
+// two tokens of [-_=A-Za-z0-9]+ joined by a dot), or [ErrFleetJoined].
+//
+// A joined breaker starts no goroutine, ticker or timer: its store calls
+// run on a small pool shared by every fleet on the same store in the
+// process (see [FleetConfig.Store]), so joining thousands of breakers
+// (one per partner) costs their memory and a constant number of
+// goroutines.
 func JoinFleet(b *Breaker, cfg FleetConfig) (*Fleet, error) {
 	if b == nil {
 		return nil, fmt.Errorf("invalid config: %w: breaker is nil", ErrInvalidConfig)
@@ -263,14 +290,17 @@ func JoinFleet(b *Breaker, cfg FleetConfig) (*Fleet, error) {
 	if err := cfg.validate(b.probeCap(), b.cfg.MaxProbeWait); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
+	name, field := cfg.Name, "FleetConfig.Name"
+	if name == "" {
+		name, field = b.cfg.Name, "breaker Config.Name"
+	}
 	if nc, ok := cfg.Store.(NameChecker); ok {
-		if err := nc.CheckName(b.cfg.Name); err != nil {
-			return nil, fmt.Errorf("invalid config: %w: breaker Config.Name: %w", ErrInvalidConfig, err)
+		if err := nc.CheckName(name); err != nil {
+			return nil, fmt.Errorf("invalid config: %w: %s: %w", ErrInvalidConfig, field, err)
 		}
 	}
 	f := &Fleet{
-		b: b, cfg: cfg, store: cfg.Store, name: b.cfg.Name,
-		done: make(chan struct{}), wake: make(chan struct{}, 1),
+		b: b, cfg: cfg, store: cfg.Store, name: name,
 		leases: map[uint64]heldLease{},
 	}
 	f.ctx, f.stop = context.WithCancel(context.Background())
@@ -282,15 +312,16 @@ func JoinFleet(b *Breaker, cfg FleetConfig) (*Fleet, error) {
 	f.mu.Lock()
 	f.resync = true
 	f.mu.Unlock()
-	if cfg.Inline {
-		close(f.done)
-		f.step()
-	} else {
-		f.step()
-		go f.loop()
+	if !cfg.Inline {
+		f.nextResync.Store(time.Now().UnixNano() + int64(cfg.ResyncInterval))
+		f.hub = joinHub(f)
 	}
+	f.step()
 	return f, nil
 }
+
+// Name returns the breaker's name in the store ([FleetConfig.Name]).
+func (f *Fleet) Name() string { return f.name }
 
 // Replica returns [FleetConfig.Replica].
 func (f *Fleet) Replica() string { return f.cfg.Replica }
@@ -315,15 +346,28 @@ func (f *Fleet) Stats() FleetStats {
 }
 
 // Leave detaches the breaker from the fleet: it keeps working on local
-// evidence alone. Probe leases still held are released (best effort).
-// Leave is idempotent.
+// evidence alone. It waits for a store call of the fleet in progress, then
+// releases the probe leases still held (best effort). Leave is idempotent;
+// it must not be called from a listener of the breaker.
 func (f *Fleet) Leave() {
 	if !f.b.fleet.CompareAndSwap(f, nil) {
 		return
 	}
 	f.removeListener()
-	f.stop()
-	<-f.done
+	f.mu.Lock()
+	f.stop() // under mu: no step starts after this
+	var idle chan struct{}
+	if f.stepping && !f.cfg.Inline {
+		f.idle = make(chan struct{})
+		idle = f.idle
+	}
+	f.mu.Unlock()
+	if idle != nil {
+		<-idle
+	}
+	if f.hub != nil {
+		f.hub.leave(f)
+	}
 	f.mu.Lock()
 	rel := f.releases
 	for _, l := range f.leases {
@@ -465,33 +509,23 @@ func (f *Fleet) probeDone(p Permit, o Outcome, lat time.Duration) {
 
 // ---- the worker ----
 
+// kick has the fleet step: at once with Inline, else on the hub's pool.
 func (f *Fleet) kick() {
 	if f.cfg.Inline {
 		f.step()
 		return
 	}
-	select {
-	case f.wake <- struct{}{}:
-	default:
+	if f.ctx.Err() == nil && f.queued.CompareAndSwap(false, true) {
+		f.hub.enqueue(f)
 	}
 }
 
-func (f *Fleet) loop() {
-	defer close(f.done)
-	t := time.NewTicker(f.cfg.ResyncInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-f.ctx.Done():
-			return
-		case <-f.wake:
-		case <-t.C:
-			f.mu.Lock()
-			f.resync = true
-			f.mu.Unlock()
-		}
-		f.step()
-	}
+// quiet reports a fleet that needs no periodic resync: connected, its
+// watch running, no store failure pending, and closed both in the shared
+// state and locally. It reads atomics only.
+func (f *Fleet) quiet() bool {
+	return f.connected.Load() && f.watching.Load() && f.failingFrom.Load() == 0 &&
+		State(f.recState.Load()) == StateClosed && f.b.per.Load().state == StateClosed
 }
 
 // storeFailed records a failed store call; the replica falls back once
@@ -527,6 +561,10 @@ func (f *Fleet) opCtx() (context.Context, context.CancelFunc) {
 // apply. Only one step runs at a time; a step requested meanwhile runs next.
 func (f *Fleet) step() {
 	f.mu.Lock()
+	if f.ctx.Err() != nil {
+		f.mu.Unlock()
+		return
+	}
 	if f.stepping {
 		f.dirty = true
 		f.mu.Unlock()
@@ -538,7 +576,11 @@ func (f *Fleet) step() {
 		f.stepOnce()
 		f.mu.Lock()
 		if !f.dirty || f.ctx.Err() != nil {
-			f.stepping = false
+			f.stepping, f.dirty = false, false
+			if f.idle != nil {
+				close(f.idle)
+				f.idle = nil
+			}
 			f.mu.Unlock()
 			return
 		}
@@ -639,18 +681,12 @@ func (f *Fleet) setRec(st SharedState, rev uint64) {
 }
 
 func (f *Fleet) startWatch() {
-	f.mu.Lock()
-	if f.watching {
-		f.mu.Unlock()
+	if !f.watching.CompareAndSwap(false, true) {
 		return
 	}
-	f.watching = true
-	f.mu.Unlock()
 	err := f.store.Watch(f.ctx, f.name, func(st SharedState, rev uint64, err error) {
 		if err != nil {
-			f.mu.Lock()
-			f.watching = false
-			f.mu.Unlock()
+			f.watching.Store(false)
 			f.storeFailed()
 			f.kick()
 			return
@@ -670,9 +706,7 @@ func (f *Fleet) startWatch() {
 		}
 	})
 	if err != nil {
-		f.mu.Lock()
-		f.watching = false
-		f.mu.Unlock()
+		f.watching.Store(false)
 		f.storeFailed()
 	}
 }

@@ -3,6 +3,8 @@ package breaker_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -802,3 +804,50 @@ func TestJoinFleetRejectsLeaseShorterThanMaxProbeWait(t *testing.T) {
 	}
 	f.Leave()
 }
+
+// TestFleetGoroutinesConstant joins 1,000 breakers (background mode, not
+// Inline) through one store: the goroutines do not grow with them (no
+// goroutine, ticker or watch per breaker), and a trip still reaches a
+// replica through the shared worker pool.
+func TestFleetGoroutinesConstant(t *testing.T) {
+	store := breaker.NewMemoryStore(nil)
+	join := func(name, replica string) *breaker.Breaker {
+		b, err := breaker.New(breaker.Config{Name: name, WindowSize: 4, MinimumCalls: 4, BaseOpenWindow: time.Hour, MaxOpenWindow: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(b.Stop)
+		f, err := breaker.JoinFleet(b, breaker.FleetConfig{Store: store, Replica: replica, ResyncInterval: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(f.Leave)
+		return b
+	}
+	a0, b0 := join("p0", "a"), join("p0", "b")
+	base := runtime.NumGoroutine()
+	for i := 1; i < 1000; i++ {
+		join(fmt.Sprintf("p%d", i), "a")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for runtime.NumGoroutine() > base+fleetWorkerCap {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines with 1,000 fleets, %d with 2", runtime.NumGoroutine(), base)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for range 4 {
+		if p, err := a0.Allow(); err == nil {
+			p.Done(errors.New("boom"))
+		}
+	}
+	for b0.State() != breaker.StateOpen {
+		if time.Now().After(deadline) {
+			t.Fatal("trip did not reach replica b")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// fleetWorkerCap is the most worker goroutines a store's fleets run.
+const fleetWorkerCap = 4

@@ -1,13 +1,17 @@
 package partner_test
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/breaker/natskv"
+	"github.com/floodgate-go/floodgate/internal/natstest"
 	"github.com/floodgate-go/floodgate/partner"
 )
 
@@ -156,6 +160,9 @@ func BenchmarkIdlePartners(b *testing.B) {
 			goroutines += float64(runtime.NumGoroutine() - g0)
 			bytes += float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc)) / n
 			runtime.KeepAlive(held)
+			if r, ok := held.(*partner.Registry); ok {
+				r.Close() // leaves the fleets
+			}
 		}
 		b.ReportMetric(bytes/float64(b.N), "B/partner")
 		b.ReportMetric(goroutines/float64(b.N)/n, "goroutines/partner")
@@ -172,6 +179,40 @@ func BenchmarkIdlePartners(b *testing.B) {
 				}
 			}
 			return r
+		})
+	})
+	fleet := func(b *testing.B, newStore func() breaker.Store) {
+		measure(b, func(keys []string) any {
+			store := newStore() // inside: a store's maps never shrink
+			r, err := partner.New(partner.Config{MaxPartners: n, Fleet: &partner.FleetConfig{
+				Service: "orders/as2", Template: breaker.FleetConfig{Store: store, Replica: "r1"},
+			}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			for _, k := range keys {
+				if _, err := r.Get(k); err != nil {
+					b.Fatal(err)
+				}
+			}
+			return r
+		})
+	}
+	// Every partner's breaker joined to a fleet: in memory, and on a
+	// natskv bucket of an embedded NATS server (in this process, so the
+	// server's share of the heap counts too).
+	b.Run("registry+fleet-memory", func(b *testing.B) { fleet(b, func() breaker.Store { return breaker.NewMemoryStore(nil) }) })
+	b.Run("registry+fleet-natskv", func(b *testing.B) {
+		url := natstest.URL(b)
+		fleet(b, func() breaker.Store {
+			js := natstest.JetStream(b, natstest.Conn(b, url))
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			store, err := natskv.New(ctx, js, natskv.Config{Bucket: natstest.Name(b, "kv")})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return store
 		})
 	})
 	b.Run("breaker", func(b *testing.B) {

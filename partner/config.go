@@ -130,6 +130,17 @@ type Config struct {
 	// Optional. Default nil.
 	OnEvict func(p *Partner)
 
+	// Fleet, when set, joins every partner's breaker to a fleet when the
+	// partner is created, and has it leave when the partner is evicted or
+	// the registry closed: replicas of the service share each partner's
+	// state and its probe budget (at most the partner's ProbeConcurrency
+	// probes in flight across the replicas), under the fleet name
+	// [FleetName](Service, key). Joining reads the partner's shared state
+	// (one store round trip, in the goroutine creating the partner) and
+	// costs no goroutine per partner. Optional. Default nil: every breaker
+	// is local to the process.
+	Fleet *FleetConfig
+
 	// Clock reads the time for idle eviction, and is the Clock of every
 	// breaker whose configuration has none. Optional. Default the wall
 	// clock. Tests use breakertest.Clock.
@@ -171,6 +182,11 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: SweepInterval must be > 0, got %s", ErrInvalidConfig, c.SweepInterval)
 	case c.MaxKeyLen < 1 || c.MaxKeyLen > MaxKeyLenLimit:
 		return fmt.Errorf("%w: MaxKeyLen must be in 1..%d, got %d", ErrInvalidConfig, MaxKeyLenLimit, c.MaxKeyLen)
+	}
+	if c.Fleet != nil {
+		if err := c.Fleet.validate(); err != nil {
+			return err
+		}
 	}
 	return c.Template.validate("Template.")
 }

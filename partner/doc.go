@@ -53,6 +53,16 @@
 // sweeps run. An eviction races with no call: it is a compare-and-swap on
 // the partner's in-flight word, which every admission advances.
 //
+// # Fleet
+//
+// With [Config.Fleet], each partner's breaker joins a fleet
+// ([breaker.JoinFleet]) when the partner is created, under the name
+// [FleetName](service, key) = "<service token>.<partner token>", and
+// leaves it when the partner is evicted or the registry closed: the
+// replicas of a service share each partner's state and its probe budget.
+// A joined breaker costs no goroutine of its own (see
+// [breaker.FleetConfig.Store]).
+//
 // # Concurrency and cost
 //
 // A Registry is safe for concurrent use. Looking up a partner that exists

@@ -31,6 +31,7 @@ type Partner struct {
 	maxInFlight uint64
 	reg         *Registry
 	unlisten    func()
+	fleet       *breaker.Fleet // nil without Config.Fleet
 	// From the breaker's configuration, read once at creation.
 	clock    breaker.Clock
 	classify func(error) breaker.Outcome

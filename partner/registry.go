@@ -263,11 +263,19 @@ func (r *Registry) newPartner(key string, now int64) (*Partner, error) {
 	if fn := r.cfg.OnTransition; fn != nil {
 		p.unlisten = b.AddListener(func(t breaker.Transition) { fn(p, t) })
 	}
+	if err := r.join(p); err != nil {
+		p.retire()
+		return nil, err
+	}
 	return p, nil
 }
 
-// retire stops a partner that left (or never entered) the registry.
+// retire stops a partner that left (or never entered) the registry: it
+// leaves its fleet, then stops its breaker.
 func (p *Partner) retire() {
+	if p.fleet != nil {
+		p.fleet.Leave()
+	}
 	if p.unlisten != nil {
 		p.unlisten()
 	}

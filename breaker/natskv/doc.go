@@ -4,7 +4,8 @@
 //
 // # Layout
 //
-// One KV bucket (default "floodgate_breakers") holds, per breaker name N:
+// One KV bucket (default "floodgate_breakers") holds, per breaker name N
+// ([breaker.FleetConfig.Name], else the breaker's [breaker.Config.Name]):
 //
 //	N.state     the breaker.SharedState as JSON; every write is a
 //	            compare-and-swap on the key's revision (KV Update with the
@@ -15,7 +16,20 @@
 //	            replica that takes it, deleted (revision-checked) when the
 //	            probe reports; a replica that crashed leaves it to expire
 //
-// Replicas learn of changes through a KV watch on N.state. The bucket keeps
+// A name is one token, or two joined by a dot ([ValidateName]). A breaker
+// per partner is named "<service token>.<partner token>", both from
+// partner.Token (package partner's FleetName; the same tokens as the
+// route's retry subject <retry>.<service token>.<partner token>), so its
+// keys are S.P.state and S.P.probe.i: unique per (service, partner), since
+// a partner token alone would make two services delivering to one partner
+// share a breaker. A token never holds a dot, so the two layouts never
+// share a key: a state key is the name and ".state" and a slot index is a
+// number.
+//
+// Replicas learn of changes through one KV watch per bucket per process,
+// on "*.state" and "*.*.state" (updates only), demultiplexed by key to the
+// breakers that joined: one goroutine and one ordered consumer, whatever
+// the number of breakers ([Store.Watch], [Store.Stats]). The bucket keeps
 // one revision per key (History 1) and enables per-key TTLs
 // (LimitMarkerTTL).
 //

@@ -75,7 +75,8 @@ func (c *Config) validate() error {
 	return nil
 }
 
-var validToken = regexp.MustCompile(`^[-_=A-Za-z0-9]+$`)
+// validName is one KV key token, or two joined by a dot.
+var validName = regexp.MustCompile(`^[-_=A-Za-z0-9]+(\.[-_=A-Za-z0-9]+)?$`)
 
 // validBucket is JetStream's rule for a KV bucket name: no '=', unlike a key.
 var validBucket = regexp.MustCompile(`^[-_A-Za-z0-9]+$`)
@@ -84,8 +85,9 @@ var validBucket = regexp.MustCompile(`^[-_A-Za-z0-9]+$`)
 // concurrent use. It holds no connection of its own: it works as long as
 // the JetStream context's connection does.
 type Store struct {
-	js jetstream.JetStream
-	kv jetstream.KeyValue
+	js  jetstream.JetStream
+	kv  jetstream.KeyValue
+	hub *watchHub
 }
 
 var _ breaker.Store = (*Store)(nil)
@@ -115,18 +117,24 @@ func New(ctx context.Context, js jetstream.JetStream, cfg Config) (*Store, error
 	if err != nil {
 		return nil, fmt.Errorf("natskv: bucket %s: %w", cfg.Bucket, err)
 	}
-	return &Store{js: js, kv: kv}, nil
+	return &Store{js: js, kv: kv, hub: hubFor(js, kv)}, nil
 }
 
 // ValidateName returns an error wrapping [ErrInvalidName] unless name can
-// name a breaker in the bucket: one KV key token, [-_=A-Za-z0-9]+ (no dots,
-// no spaces, not empty).
+// name a breaker in the bucket: one KV key token, or two joined by one dot
+// ("<service token>.<partner token>", see the package doc), each token
+// [-_=A-Za-z0-9]+ (no spaces, no wildcards, not empty), at most
+// [MaxNameLen] bytes.
 func ValidateName(name string) error {
-	if !validToken.MatchString(name) {
-		return fmt.Errorf("%w: %q, allowed [-_=A-Za-z0-9]+", ErrInvalidName, name)
+	if len(name) > MaxNameLen || !validName.MatchString(name) {
+		return fmt.Errorf("%w: %q, allowed one or two tokens of [-_=A-Za-z0-9]+ joined by '.', at most %d bytes", ErrInvalidName, name, MaxNameLen)
 	}
 	return nil
 }
+
+// MaxNameLen is the longest breaker name [ValidateName] accepts, in bytes:
+// two partner tokens (64 bytes each) and a dot, with room to spare.
+const MaxNameLen = 200
 
 // CheckName is [ValidateName], so that [breaker.JoinFleet] rejects a name
 // the store cannot hold ([breaker.NameChecker]).
@@ -210,51 +218,6 @@ func (s *Store) CompareAndSwap(ctx context.Context, name string, st breaker.Shar
 	return nrev, nil
 }
 
-// Watch implements [breaker.Store] with a KV watch on the state key. The
-// watch ends with an error when the connection closes.
-func (s *Store) Watch(ctx context.Context, name string, fn func(breaker.SharedState, uint64, error)) error {
-	key, err := stateKey(name)
-	if err != nil {
-		return err
-	}
-	w, err := s.kv.Watch(ctx, key)
-	if err != nil {
-		return fmt.Errorf("natskv: watch %s: %w", key, err)
-	}
-	go func() {
-		defer func() { _ = w.Stop() }()
-		tick := time.NewTicker(250 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-				if s.js.Conn().IsClosed() {
-					fn(breaker.SharedState{}, 0, fmt.Errorf("natskv: watch %s: connection closed", key))
-					return
-				}
-			case e, ok := <-w.Updates():
-				if !ok {
-					if ctx.Err() == nil {
-						fn(breaker.SharedState{}, 0, fmt.Errorf("natskv: watch %s ended", key))
-					}
-					return
-				}
-				if e == nil {
-					continue // the initial values are delivered
-				}
-				st, err := decode(e)
-				if err != nil {
-					continue // a corrupt write is not applied; Load reports it
-				}
-				fn(st, e.Revision(), nil)
-			}
-		}
-	}()
-	return nil
-}
-
 // AcquireProbe implements [breaker.Store]: it creates the first free key
 // N.probe.i, trying the slots from a random one, with a per-key TTL of ttl
 // (whole seconds, rounded up).
@@ -299,18 +262,21 @@ func (s *Store) Leases(ctx context.Context, name string) ([]breaker.ProbeLease, 
 	}
 	var out []breaker.ProbeLease
 	for k := range kl.Keys() {
+		slot, err := strconv.Atoi(k[strings.LastIndexByte(k, '.')+1:])
+		if err != nil {
+			continue // name + ".probe" is a name too: its state key
+		}
 		e, err := s.kv.Get(ctx, k)
 		if err != nil {
 			continue // released or expired meanwhile
 		}
-		slot, _ := strconv.Atoi(k[strings.LastIndexByte(k, '.')+1:])
 		out = append(out, breaker.ProbeLease{Name: name, Slot: slot, Revision: e.Revision(), Holder: string(e.Value())})
 	}
 	return out, nil
 }
 
 // Names returns the names of the breakers with a shared state in the
-// bucket, sorted.
+// bucket (one or two tokens), sorted.
 func (s *Store) Names(ctx context.Context) ([]string, error) {
 	keys, err := s.kv.Keys(ctx)
 	if errors.Is(err, jetstream.ErrNoKeysFound) {

@@ -98,7 +98,7 @@ func TestStateCompareAndSwap(t *testing.T) {
 	if err != nil || len(names) != 1 || names[0] != "partner" {
 		t.Fatalf("Names = %v, %v", names, err)
 	}
-	if _, _, err := s.Load(ctx, "bad.name"); !errors.Is(err, natskv.ErrInvalidName) {
+	if _, _, err := s.Load(ctx, "bad.name.x"); !errors.Is(err, natskv.ErrInvalidName) {
 		t.Fatalf("bad name: %v", err)
 	}
 }
@@ -158,7 +158,7 @@ func TestProbeLeases(t *testing.T) {
 // joining a fleet whose every store call fails.
 func TestJoinFleetRejectsInvalidName(t *testing.T) {
 	s, _ := newStore(t)
-	for _, name := range []string{"", "a.b c", "edi.partner"} {
+	for _, name := range []string{"", "a.b c", "edi.orders.partner", ".a", "a.", "a..b", "a.*", strings.Repeat("a", natskv.MaxNameLen+1)} {
 		b, err := breaker.New(breaker.Config{Name: name})
 		if err != nil {
 			t.Fatal(err)
@@ -169,8 +169,10 @@ func TestJoinFleetRejectsInvalidName(t *testing.T) {
 			t.Errorf("name %q: err = %v, want invalid config wrapping natskv.ErrInvalidName and naming Config.Name", name, err)
 		}
 	}
-	if err := natskv.ValidateName("partner-acme_1=x"); err != nil {
-		t.Errorf("valid name: %v", err)
+	for _, name := range []string{"partner-acme_1=x", "orders=2Fas2.ACME-RETAIL"} {
+		if err := natskv.ValidateName(name); err != nil {
+			t.Errorf("valid name %q: %v", name, err)
+		}
 	}
 }
 

@@ -340,3 +340,34 @@ func TestPurgeByRoute(t *testing.T) {
 		t.Fatalf("after purging one route: retry %d dead %d, want 1 and 3", rep.Retry.Messages, rep.Dead.Messages)
 	}
 }
+
+// replay -service and -partner select only those routes' dead letters.
+func TestReplayByRoute(t *testing.T) {
+	s := newStreams(t, nil, []string{"edi_orders", "geofence_triggers", "edi_orders", "edi_orders", "edi_orders"})
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"-service", "edi_orders/deliver", "-partner", "p1"}, 3}, // messages 0, 2, 4
+		{[]string{"-service", "edi_orders/deliver", "-partner", "p2"}, 1},
+		{[]string{"-partner", "p2"}, 2},
+		{[]string{"-service", "nobody"}, 0},
+	} {
+		code, out, errOut := runCmd(append([]string{"replay"}, s.flags(append([]string{"-format", "json", "-dry-run"}, tc.args...)...)...)...)
+		var res retryqueue.ReplayResult
+		if code != exitOK || json.Unmarshal([]byte(out), &res) != nil {
+			t.Fatalf("replay %v: exit %d, %q, %q", tc.args, code, out, errOut)
+		}
+		if res.Selected != tc.want {
+			t.Errorf("replay %v: selected %d, want %d", tc.args, res.Selected, tc.want)
+		}
+	}
+	code, out, errOut := runCmd(append([]string{"replay"}, s.flags("-format", "json", "-service", "edi_orders/deliver", "-partner", "p1")...)...)
+	if code != exitOK {
+		t.Fatalf("replay: exit %d, %q", code, errOut)
+	}
+	rep := backlogJSON(t, s)
+	if rep.Dead.Messages != 2 || rep.Retry.Messages != 3 {
+		t.Fatalf("after replay of p1: dead %d, retry %d, want 2 and 3 (%s)", rep.Dead.Messages, rep.Retry.Messages, out)
+	}
+}

@@ -9,7 +9,7 @@
 //	backlog  show retry and dead-letter depth by original topic
 //	replay   move dead letters back into the retry queue (all, by topic or age)
 //	purge    remove dead letters (or the retry backlog) for good; needs -yes
-//	status   show the shared state of fleet-wide breakers (NATS KV)
+//	status   list partners and fleet-wide breakers: state, open window, backlog
 //	open     force a fleet-wide breaker open on every replica
 //	close    close a fleet-wide breaker on every replica
 //	reset    reset a fleet-wide breaker on every replica
@@ -41,7 +41,7 @@ var commands = []command{
 	{name: "replay", summary: "move dead letters back into the retry queue (all, by original topic or by age)", run: runReplay},
 	{name: "purge", summary: "remove dead letters (or the retry backlog) for good; needs -yes", run: runPurge},
 	{name: "migrate", summary: "move the previous release's retry and dead-letter streams to the route layout", run: runMigrate},
-	{name: "status", summary: "show the shared state of fleet-wide breakers (NATS KV)", run: runStatus},
+	{name: "status", summary: "list partners and fleet-wide breakers: state, open window, backlog", run: runStatus},
 	{name: "open", summary: "force a fleet-wide breaker open on every replica (isolate a partner)", run: runOpen},
 	{name: "close", summary: "close a fleet-wide breaker on every replica, keeping its backoff", run: runClose},
 	{name: "reset", summary: "reset a fleet-wide breaker on every replica: closed, backoff at base", run: runReset},

@@ -7,6 +7,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,16 +19,27 @@ import (
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/breaker/natskv"
+	fgpartner "github.com/floodgate-go/floodgate/partner"
 )
 
-// breakerStatus is one breaker in the output of "floodgate status".
+// breakerStatus is one breaker in the output of "floodgate status": a
+// partner of a service (a fleet name <service token>.<partner token>), or
+// a breaker with a one-token name (Service and Partner empty).
 type breakerStatus struct {
-	Breaker   string              `json:"breaker"`
-	State     string              `json:"state"`
-	Revision  uint64              `json:"revision"`
-	Shared    breaker.SharedState `json:"shared"`
-	Leases    []leaseStatus       `json:"probe_leases"`
-	OpenUntil string              `json:"open_until,omitempty"`
+	Breaker string `json:"breaker"`
+	// Service and Partner are the decoded tokens of a partner's breaker
+	// (the token itself when it is hashed).
+	Service string `json:"service,omitempty"`
+	Partner string `json:"partner,omitempty"`
+	// Backlog and DeadLetters count the messages stored under the route's
+	// subject in the retry and dead-letter streams.
+	Backlog     uint64              `json:"backlog"`
+	DeadLetters uint64              `json:"dead_letters"`
+	State       string              `json:"state"`
+	Revision    uint64              `json:"revision"`
+	Shared      breaker.SharedState `json:"shared"`
+	Leases      []leaseStatus       `json:"probe_leases"`
+	OpenUntil   string              `json:"open_until,omitempty"`
 }
 
 type leaseStatus struct {
@@ -35,22 +49,43 @@ type leaseStatus struct {
 
 // fleetFlags are the flags of status, open, close and reset.
 type fleetFlags struct {
-	natsURL string
-	bucket  string
-	name    string
-	reason  string
-	format  string
-	timeout time.Duration
+	natsURL    string
+	bucket     string
+	name       string
+	route      routeFlags
+	retryTopic string
+	deadTopic  string
+	reason     string
+	format     string
+	timeout    time.Duration
+}
+
+// target is the breaker name the flags select: -breaker, or the fleet
+// name of -service and -partner (partner.FleetName).
+func (f *fleetFlags) target() string {
+	if f.name != "" {
+		return f.name
+	}
+	if f.route.service != "" && f.route.partner != "" {
+		return fgpartner.FleetName(f.route.service, f.route.partner)
+	}
+	return ""
 }
 
 func (f *fleetFlags) register(fs *flag.FlagSet, write bool) {
 	fs.StringVar(&f.natsURL, "nats-url", "", "NATS server `URL` (required), e.g. nats://127.0.0.1:4222")
 	fs.StringVar(&f.bucket, "bucket", natskv.DefaultBucket, "KV `bucket` of the fleet's breakers (natskv.Config.Bucket)")
 	if write {
-		fs.StringVar(&f.name, "breaker", "", "breaker `name` (breaker.Config.Name; required)")
+		fs.StringVar(&f.name, "breaker", "", "breaker `name` in the store (breaker.FleetConfig.Name, else breaker.Config.Name); or -service and -partner")
 		fs.StringVar(&f.reason, "reason", "", "reason recorded in the shared state (default: the command)")
+		fs.StringVar(&f.route.service, "service", "", "the partner's `service` (partner.FleetConfig.Service = retryqueue.Config.Service); with -partner")
+		fs.StringVar(&f.route.partner, "partner", "", "the partner `key` (its breaker is partner.FleetName(service, key)); with -service")
 	} else {
-		fs.StringVar(&f.name, "breaker", "", "breaker `name` (breaker.Config.Name); default: every breaker in the bucket")
+		fs.StringVar(&f.name, "breaker", "", "breaker `name` in the store; default: every breaker in the bucket")
+		fs.StringVar(&f.route.service, "service", "", "only the partners of this `service` (partner.FleetConfig.Service); default: any")
+		fs.StringVar(&f.route.partner, "partner", "", "only this partner `key`; default: any")
+		fs.StringVar(&f.retryTopic, "retry-topic", defaultRetryTopic, "retry stream, for the backlog (retryqueue.Config.RetryTopic)")
+		fs.StringVar(&f.deadTopic, "dead-topic", defaultDeadTopic, "dead-letter stream (retryqueue.Config.DeadLetterTopic)")
 	}
 	fs.StringVar(&f.format, "format", "table", "output `format`: table or json")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "give up after this long, in (0, 1h]")
@@ -60,14 +95,21 @@ func (f *fleetFlags) check(write bool) string {
 	switch {
 	case f.natsURL == "":
 		return "-nats-url is required"
-	case write && f.name == "":
-		return "-breaker is required"
+	case f.name != "" && (f.route.service != "" || f.route.partner != ""):
+		return "-breaker and -service/-partner are exclusive"
+	case write && f.name == "" && (f.route.service == "" || f.route.partner == ""):
+		return "-breaker, or -service and -partner, are required"
 	case f.format != "table" && f.format != "json":
 		return fmt.Sprintf("-format: unknown format %q, allowed table or json", f.format)
 	case f.timeout <= 0 || f.timeout > time.Hour:
 		return fmt.Sprintf("-timeout must be in (0, 1h], got %v", f.timeout)
 	case f.name != "" && natskv.ValidateName(f.name) != nil:
-		return fmt.Sprintf("-breaker: %q is not a valid name, allowed [-_=A-Za-z0-9]+ (no dots, no spaces)", f.name)
+		return fmt.Sprintf("-breaker: %q is not a valid name, allowed one or two tokens of [-_=A-Za-z0-9]+ joined by '.'", f.name)
+	}
+	if !write {
+		if msg := checkTopics(f.retryTopic, f.deadTopic); msg != "" {
+			return msg
+		}
 	}
 	if err := (&natskv.Config{Bucket: f.bucket}).Validate(); err != nil {
 		return fmt.Sprintf("-bucket: %v", err)
@@ -78,19 +120,27 @@ func (f *fleetFlags) check(write bool) string {
 // errNoState marks a breaker with no shared state: no replica joined it.
 var errNoState = errors.New("no shared state (no replica has joined this breaker yet)")
 
-const statusUsage = `Usage: floodgate status -nats-url URL [-breaker NAME] [flags]
+const statusUsage = `Usage: floodgate status -nats-url URL [-service S] [-partner KEY | -breaker NAME] [flags]
 
-Shows the shared state of the fleet-wide breakers (breaker.JoinFleet with a
-natskv store): state, epoch, consecutive trips, open window and its end,
-whether an operator forced it, the fleet's consecutive good probes, who wrote
-it and why, and the probe slots held (by replica). A -breaker with no shared
-state (no replica has joined it yet, or a misspelt name) and a missing
-bucket (no replica has joined any breaker yet) are errors: exit status 1.
+Lists the partners (and other fleet-wide breakers) with their shared state
+(breaker.JoinFleet with a natskv store; partner.Config.Fleet names a
+partner's breaker <service token>.<partner token>): service, partner, state,
+open window and its end, whether an operator forced it, epoch, consecutive
+trips, the fleet's consecutive good probes, the probe slots held (by
+replica), who wrote it and why, and the route's backlog (messages under
+<retry>.<service token>.<partner token>) and dead letters. -service and
+-partner select partners. A partner is listed once its breaker has a
+shared state (it tripped once, or an operator wrote it) or its route holds
+messages; a route with messages and no shared state shows state "-" (its
+breaker never tripped, or is not a fleet breaker). A breaker selected by name, or by -service and
+-partner, with no shared state (no replica has joined it yet, or a
+misspelt name) and a missing bucket (no replica has joined any breaker yet)
+are errors: exit status 1.
 
 Flags:
 `
 
-const fleetWriteUsage = `Usage: floodgate %s -nats-url URL -breaker NAME [flags]
+const fleetWriteUsage = `Usage: floodgate %s -nats-url URL (-service S -partner KEY | -breaker NAME) [flags]
 
 %s
 Every replica of the fleet applies it within its watch delay (at most its
@@ -118,8 +168,8 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	defer cancel()
 	nc, s, _, err := f.open(ctx, false)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		if f.name != "" {
-			fmt.Fprintf(stderr, "floodgate status: %s: %v; bucket %s does not exist\n", f.name, errNoState, f.bucket)
+		if f.target() != "" {
+			fmt.Fprintf(stderr, "floodgate status: %s: %v; bucket %s does not exist\n", f.target(), errNoState, f.bucket)
 		} else {
 			fmt.Fprintf(stderr, "floodgate status: bucket %s does not exist: no replica has joined a fleet-wide breaker on it yet\n", f.bucket)
 		}
@@ -130,16 +180,41 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		return exitError
 	}
 	defer nc.Close()
-	names := []string{f.name}
-	if f.name == "" {
-		if names, err = s.Names(ctx); err != nil {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		fmt.Fprintln(stderr, "floodgate status:", err)
+		return exitError
+	}
+	var counts [2]map[string]uint64 // retry, dead
+	for i, stream := range []string{f.retryTopic, f.deadTopic} {
+		if counts[i], err = routeCounts(ctx, js, stream); err != nil {
 			fmt.Fprintln(stderr, "floodgate status:", err)
 			return exitError
 		}
 	}
+	name := f.target()
+	names := []string{name}
+	if name == "" {
+		if names, err = s.Names(ctx); err != nil {
+			fmt.Fprintln(stderr, "floodgate status:", err)
+			return exitError
+		}
+		for _, c := range counts { // routes with messages, and no shared state
+			for n := range c {
+				names = append(names, n)
+			}
+		}
+		names = f.route.filter(names)
+		sort.Strings(names)
+		names = slices.Compact(names)
+	}
 	out := []breakerStatus{}
 	for _, n := range names {
 		st, err := readStatus(ctx, s, n)
+		st.Backlog, st.DeadLetters = counts[0][n], counts[1][n]
+		if errors.Is(err, errNoState) && st.Backlog+st.DeadLetters > 0 {
+			err = nil // a route with messages, whose breaker never wrote a shared state
+		}
 		if errors.Is(err, errNoState) {
 			fmt.Fprintf(stderr, "floodgate status: %s: %v\n", n, err)
 			return exitError
@@ -160,14 +235,18 @@ func readStatus(ctx context.Context, s *natskv.Store, name string) (breakerStatu
 	if err != nil {
 		return breakerStatus{}, err
 	}
+	out := breakerStatus{Breaker: name, State: "-", Leases: []leaseStatus{}}
+	if svc, p, ok := strings.Cut(name, "."); ok {
+		out.Service, out.Partner = decodeToken(svc), decodeToken(p)
+	}
 	if rev == 0 {
-		return breakerStatus{}, errNoState
+		return out, errNoState
 	}
 	ls, err := s.Leases(ctx, name)
 	if err != nil {
 		return breakerStatus{}, err
 	}
-	out := breakerStatus{Breaker: name, State: st.State.String(), Revision: rev, Shared: st, Leases: []leaseStatus{}}
+	out.State, out.Revision, out.Shared = st.State.String(), rev, st
 	if !st.OpenUntil.IsZero() {
 		out.OpenUntil = st.OpenUntil.UTC().Format(time.RFC3339Nano)
 	}
@@ -188,7 +267,7 @@ func writeStatus(stdout, stderr io.Writer, format string, out []breakerStatus) i
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "BREAKER\tSTATE\tEPOCH\tTRIPS\tWINDOW\tOPEN UNTIL\tFORCED\tSUCCESSES\tPROBES\tBY\tREASON")
+	fmt.Fprintln(tw, "SERVICE\tPARTNER\tSTATE\tWINDOW\tOPEN UNTIL\tFORCED\tBACKLOG\tDEAD\tEPOCH\tTRIPS\tSUCCESSES\tPROBES\tBY\tREASON\tBREAKER")
 	for _, b := range out {
 		var probes []string
 		for _, l := range b.Leases {
@@ -198,8 +277,9 @@ func writeStatus(stdout, stderr io.Writer, format string, out []breakerStatus) i
 		if ou == "" {
 			ou = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%v\t%s\t%v\t%d\t%s\t%s\t%s\n", b.Breaker, b.State, b.Shared.Epoch, b.Shared.Trips,
-			b.Shared.Window, ou, b.Shared.Forced, b.Shared.Successes, orDash(strings.Join(probes, ",")), orDash(b.Shared.By), orDash(b.Shared.Reason))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", orDash(quoted(b.Service)), orDash(quoted(b.Partner)),
+			b.State, b.Shared.Window, ou, b.Shared.Forced, b.Backlog, b.DeadLetters, b.Shared.Epoch, b.Shared.Trips,
+			b.Shared.Successes, orDash(strings.Join(probes, ",")), orDash(b.Shared.By), orDash(b.Shared.Reason), b.Breaker)
 	}
 	if err := tw.Flush(); err != nil {
 		fmt.Fprintln(stderr, "floodgate:", err)
@@ -312,12 +392,13 @@ func runFleetWrite(w fleetWrite, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "floodgate %s: note: bucket %s did not exist; created it (no replica has joined a fleet-wide breaker on it yet)\n", w.name, f.bucket)
 	}
 	reason := f.reason
+	name := f.target()
 	joined := true
 	if reason == "" {
 		reason = "operator: floodgate " + w.name
 	}
 	for {
-		cur, rev, err := s.Load(ctx, f.name)
+		cur, rev, err := s.Load(ctx, name)
 		if err != nil {
 			fmt.Fprintf(stderr, "floodgate %s: %v\n", w.name, err)
 			return exitError
@@ -327,7 +408,7 @@ func runFleetWrite(w fleetWrite, args []string, stdout, stderr io.Writer) int {
 		next.Epoch = cur.Epoch + 1
 		next.Successes, next.RampStart = 0, time.Time{}
 		next.By, next.Reason, next.UpdatedAt = "floodgate-cli", reason, time.Now()
-		_, err = s.CompareAndSwap(ctx, f.name, next, rev)
+		_, err = s.CompareAndSwap(ctx, name, next, rev)
 		if errors.Is(err, breaker.ErrStaleRevision) {
 			continue // a replica wrote meanwhile: apply on top of it
 		}
@@ -338,13 +419,71 @@ func runFleetWrite(w fleetWrite, args []string, stdout, stderr io.Writer) int {
 		break
 	}
 	if !joined {
-		fmt.Fprintf(stderr, "floodgate %s: note: no replica has joined breaker %q yet (it had no shared state); replicas that join it start from this state. Check the name if you expected one.\n",
-			w.name, f.name)
+		fmt.Fprintf(stderr, "floodgate %s: note: no replica has joined breaker %q yet (it had no shared state; a breaker that never tripped has none either); replicas that join it start from this state. Check the name if you expected one.\n",
+			w.name, name)
 	}
-	st, err := readStatus(ctx, s, f.name)
+	st, err := readStatus(ctx, s, name)
 	if err != nil {
 		fmt.Fprintf(stderr, "floodgate %s: %v\n", w.name, err)
 		return exitError
 	}
 	return writeStatus(stdout, stderr, f.format, []breakerStatus{st})
+}
+
+// quoted quotes s (a partner key is untrusted input) unless it is empty or
+// plain.
+func quoted(s string) string {
+	if s == "" || fgpartner.Token(s) == s {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
+// decodeToken returns the key of a partner or service token, or the token
+// itself when it is hashed or not a token.
+func decodeToken(tok string) string {
+	if k, err := fgpartner.Decode(tok); err == nil {
+		return k
+	}
+	return tok
+}
+
+// filter keeps the names of the partners r selects: names of two tokens
+// whose service token is Token(r.service) and partner token
+// Token(r.partner), each when set. With neither set it keeps every name.
+func (r routeFlags) filter(names []string) []string {
+	if r.service == "" && r.partner == "" {
+		return names
+	}
+	var out []string
+	for _, n := range names {
+		svc, p, ok := strings.Cut(n, ".")
+		if ok && (r.service == "" || svc == fgpartner.Token(r.service)) && (r.partner == "" || p == fgpartner.Token(r.partner)) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// routeCounts returns the number of messages stored under each route
+// subject <stream>.<service token>.<partner token> of stream, by fleet
+// name <service token>.<partner token>; a missing stream has none. It
+// reads the stream's info with a subject filter (no consumer, no scan).
+func routeCounts(ctx context.Context, js jetstream.JetStream, stream string) (map[string]uint64, error) {
+	st, err := js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(stream+".*.*"))
+	if err != nil {
+		return nil, fmt.Errorf("stream %s: %w", stream, err)
+	}
+	out := make(map[string]uint64, len(info.State.Subjects))
+	for subj, n := range info.State.Subjects {
+		out[strings.TrimPrefix(subj, stream+".")] += n
+	}
+	return out, nil
 }

@@ -104,7 +104,11 @@ func TestFleetCommandsUsage(t *testing.T) {
 		{[]string{"reset", "-nats-url", "nats://127.0.0.1:1", "-breaker", "x", "-format", "xml"}, "-format"},
 		// A name natskv cannot store is a bad flag, found before
 		// connecting (and before open creates a bucket).
-		{[]string{"open", "-nats-url", "nats://127.0.0.1:1", "-breaker", "edi.partner"}, "-breaker"},
+		{[]string{"open", "-nats-url", "nats://127.0.0.1:1", "-breaker", "edi.orders.partner"}, "-breaker"},
+		{[]string{"open", "-nats-url", "nats://127.0.0.1:1", "-service", "orders/as2"}, "-partner"},
+		{[]string{"close", "-nats-url", "nats://127.0.0.1:1", "-partner", "ACME"}, "-service"},
+		{[]string{"reset", "-nats-url", "nats://127.0.0.1:1", "-breaker", "x", "-partner", "ACME"}, "-breaker"},
+		{[]string{"status", "-nats-url", "nats://127.0.0.1:1", "-retry-topic", "a b"}, "-retry-topic"},
 		{[]string{"status", "-nats-url", "nats://127.0.0.1:1", "-breaker", "two words"}, "-breaker"},
 		{[]string{"status", "-nats-url", "nats://127.0.0.1:1", "-bucket", "a.b"}, "-bucket"},
 	} {

@@ -1,0 +1,164 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/breaker/natskv"
+	"github.com/floodgate-go/floodgate/internal/natstest"
+	"github.com/floodgate-go/floodgate/partner"
+	"github.com/floodgate-go/floodgate/retryqueue"
+)
+
+// TestPartnerCommands: two services' registries join their partners'
+// breakers to one bucket (the partner "ACME.EU" in both). status lists the
+// partners, of one service or all, with state and backlog; open, close and
+// reset with -service and -partner reach exactly that partner's breaker in
+// that service, and leave the other service's breaker of the same partner
+// alone.
+func TestPartnerCommands(t *testing.T) {
+	url := natstest.URL(t)
+	js := natstest.JetStream(t, natstest.Conn(t, url))
+	bucket, retry, dead := natstest.Name(t, "kv"), natstest.Name(t, "retry"), natstest.Name(t, "dead")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := natskv.New(ctx, js, natskv.Config{Bucket: bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteKeyValue(context.Background(), bucket) })
+	for _, st := range []string{retry, dead} {
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: st, Subjects: []string{st + ".>"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	natstest.DeleteStreams(t, js, retry, dead)
+	// Three messages wait for ACME.EU of orders/as2, one is dead.
+	for i := range 3 {
+		if _, err := js.Publish(ctx, retryqueue.RouteSubject(retry, "orders/as2", "ACME.EU"), []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := js.Publish(ctx, retryqueue.RouteSubject(dead, "orders/as2", "ACME.EU"), []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+
+	regs := map[string]*partner.Registry{}
+	for _, svc := range []string{"orders/as2", "invoices/webhook"} {
+		r, err := partner.New(partner.Config{Fleet: &partner.FleetConfig{Service: svc, Template: breaker.FleetConfig{Store: s, Replica: "r1"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(r.Close)
+		for _, k := range []string{"ACME.EU", "globex"} {
+			if _, err := r.Get(k); err != nil {
+				t.Fatal(err)
+			}
+		}
+		regs[svc] = r
+	}
+	brk := func(svc, key string) *breaker.Breaker {
+		p, ok := regs[svc].Lookup(key)
+		if !ok {
+			t.Fatalf("%s/%s not held", svc, key)
+		}
+		return p.Breaker()
+	}
+
+	cli := func(args ...string) (string, string, int) {
+		var out, errb bytes.Buffer
+		code := run(append(args, "-nats-url", url, "-bucket", bucket), &out, &errb)
+		return out.String(), errb.String(), code
+	}
+	status := func(args ...string) []breakerStatus {
+		t.Helper()
+		args = append([]string{"status", "-format", "json", "-retry-topic", retry, "-dead-topic", dead}, args...)
+		out, errs, code := cli(args...)
+		var st []breakerStatus
+		if code != exitOK || json.Unmarshal([]byte(out), &st) != nil {
+			t.Fatalf("%v: exit %d, out %q, err %q", args, code, out, errs)
+		}
+		return st
+	}
+
+	// A partner is listed once its breaker has a shared state or its
+	// route holds messages: globex of invoices/webhook trips; ACME.EU of
+	// orders/as2 has a backlog, and the others have neither.
+	b := brk("invoices/webhook", "globex")
+	for b.State() == breaker.StateClosed {
+		if p, err := b.Allow(); err == nil {
+			p.Done(fmt.Errorf("boom"))
+		}
+	}
+	natstest.Eventually(t, 10*time.Second, func() bool {
+		st := status("-service", "invoices/webhook", "-partner", "globex")
+		return len(st) == 1 && st[0].Shared.Trips == 1 && st[0].State == "open"
+	}, "trip of globex not published")
+	all := status()
+	if len(all) != 2 {
+		t.Fatalf("status lists %+v, want 2 partners", all)
+	}
+	st := status("-service", "orders/as2")
+	if len(st) != 1 || st[0].State != "-" {
+		t.Fatalf("status -service orders/as2 lists %+v, want ACME.EU with no shared state", st)
+	}
+	var acme *breakerStatus
+	for i := range st {
+		if st[i].Service != "orders/as2" {
+			t.Fatalf("service %q in a listing of orders/as2", st[i].Service)
+		}
+		if st[i].Partner == "ACME.EU" {
+			acme = &st[i]
+		}
+	}
+	if acme == nil || acme.Backlog != 3 || acme.DeadLetters != 1 || acme.Breaker != partner.FleetName("orders/as2", "ACME.EU") {
+		t.Fatalf("ACME.EU of orders/as2: %+v, want closed with a backlog of 3 and 1 dead letter", acme)
+	}
+	if st := status("-partner", "globex"); len(st) != 1 || st[0].Service != "invoices/webhook" {
+		t.Fatalf("status -partner globex lists %+v, want it in invoices/webhook", st)
+	}
+	out, _, code := cli("status", "-service", "orders/as2", "-retry-topic", retry, "-dead-topic", dead)
+	if code != exitOK || !strings.Contains(out, "SERVICE") || !strings.Contains(out, `"ACME.EU"`) || !strings.Contains(out, "orders/as2") {
+		t.Fatalf("status table: exit %d, %q", code, out)
+	}
+
+	// open isolates ACME.EU in orders/as2 only.
+	// Its breaker never tripped: no shared state yet, which the note says.
+	if _, errs, code := cli("open", "-service", "orders/as2", "-partner", "ACME.EU", "-format", "json"); code != exitOK || !strings.Contains(errs, "never tripped") {
+		t.Fatalf("open: exit %d, err %q", code, errs)
+	}
+	natstest.Eventually(t, 10*time.Second, func() bool { return brk("orders/as2", "ACME.EU").State() == breaker.StateOpen },
+		"orders/as2 ACME.EU not forced open")
+	for _, o := range [][2]string{{"invoices/webhook", "ACME.EU"}, {"orders/as2", "globex"}} {
+		if b := brk(o[0], o[1]); b.State() != breaker.StateClosed {
+			t.Fatalf("%s %s is %v after opening another partner", o[0], o[1], b.State())
+		}
+	}
+	if st := status("-service", "orders/as2", "-partner", "ACME.EU"); len(st) != 1 || st[0].State != "open" || !st[0].Shared.Forced {
+		t.Fatalf("status after open: %+v", st)
+	}
+	if _, errs, code := cli("close", "-service", "orders/as2", "-partner", "ACME.EU"); code != exitOK || errs != "" {
+		t.Fatalf("close: exit %d, err %q", code, errs)
+	}
+	natstest.Eventually(t, 10*time.Second, func() bool { return brk("orders/as2", "ACME.EU").State() == breaker.StateClosed },
+		"orders/as2 ACME.EU not closed")
+	if st := status("-partner", "ACME.EU"); len(st) != 1 || st[0].Service != "orders/as2" || st[0].State != "closed" {
+		t.Fatalf("status -partner ACME.EU lists %+v, want it closed in orders/as2 only", st)
+	}
+	// reset of the tripped partner brings its ladder back to base.
+	if _, errs, code := cli("reset", "-service", "invoices/webhook", "-partner", "globex"); code != exitOK || errs != "" {
+		t.Fatalf("reset: exit %d, err %q", code, errs)
+	}
+	natstest.Eventually(t, 10*time.Second, func() bool {
+		s := b.Snapshot()
+		return s.State == breaker.StateClosed && s.ConsecutiveTrips == 0
+	}, "globex not reset")
+}
