@@ -79,6 +79,15 @@ type Config struct {
 	// Optional. Default 10m; range > 0.
 	IdleAfter time.Duration
 
+	// Fleet, when set, shares each partner's breaker across the replicas of
+	// the service (every process running this Config): one state and one
+	// probe budget per partner, in Fleet.Store (a breaker/natskv store:
+	// one KV key per partner, one watch per bucket per process). Its Name
+	// is set per partner ([partner.FleetName] of the route's service and
+	// the key); set Replica once per process. See [breaker.FleetConfig].
+	// Optional. Default nil: each replica's breakers are its own.
+	Fleet *breaker.FleetConfig
+
 	// Timeout bounds one delivery attempt ([middleware.Config.Timeout]).
 	// Optional. Default [middleware.DefaultTimeout] (10 s).
 	Timeout time.Duration

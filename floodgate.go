@@ -87,7 +87,12 @@ func New(ctx context.Context, r *message.Router, cfg Config) (*Floodgate, error)
 			return nil, err
 		}
 	}
+	var fleet *partner.FleetConfig
+	if cfg.Fleet != nil {
+		fleet = &partner.FleetConfig{Service: f.queue.Service(), Template: *cfg.Fleet}
+	}
 	f.partners, err = partner.New(partner.Config{
+		Fleet:        fleet,
 		Template:     cfg.Partner,
 		Override:     cfg.Override,
 		MaxPartners:  cfg.MaxPartners,
