@@ -29,6 +29,6 @@
 //	           retryqueue (route subject) → retryqueue.PartnerDrainer → middleware …
 //
 // The lower-level packages stay public for programs that compose their own
-// (a single partner, per-key ordering, a fleet store): see the README's
-// "Using the middleware".
+// (per-key ordering, a breaker shared with other code): see the README's
+// "Composing the parts yourself".
 package floodgate

@@ -27,7 +27,7 @@ import (
 )
 
 // envService makes the test binary run as a service wired as the README's
-// "Using the middleware" shows: its value is the JSON serviceConfig. The
+// "Composing the parts yourself" shows: its value is the JSON serviceConfig. The
 // process runs until its standard input closes or it is killed.
 const envService = "FLOODGATE_IT_SERVICE"
 
