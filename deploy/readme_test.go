@@ -21,10 +21,14 @@ type configSource struct {
 }
 
 var configSources = []configSource{
+	{"floodgate", "config.go", "Config"},
 	{"breaker", "breaker/config.go", "Config"},
+	{"partner", "partner/config.go", "Config"},
+	{"partner", "partner/config.go", "PartnerConfig"},
 	{"middleware", "middleware/config.go", "Config"},
 	{"retryqueue", "retryqueue/config.go", "Config"},
 	{"retryqueue", "retryqueue/drainer.go", "DrainerConfig"},
+	{"retryqueue", "retryqueue/partnerdrainer.go", "PartnerDrainerConfig"},
 	{"metrics", "metrics/options.go", "Options"},
 	{"events", "events/notifier.go", "Config"},
 }
