@@ -44,7 +44,7 @@ func TestFleetOfTwoReplicasKeepsTheProbeCap(t *testing.T) {
 			t.Fatal("the failing partner never tripped")
 		}
 		for _, k := range h.order {
-			published = append(published, e.publish(t, rt.topic, k, n))
+			published = append(published, e.publish(t, rt.topic, k, n, false))
 		}
 	}
 	natstest.Eventually(t, 45*time.Second, func() bool { return len(h.lost(published)) == 0 },

@@ -92,7 +92,6 @@ func via(msg *message.Message) string {
 func intended(uuid string) string { k, _, _ := strings.Cut(uuid, "-"); return k }
 
 func (h *hub) deliver(msg *message.Message) error {
-	now := time.Now()
 	to := via(msg)
 	p := h.peers[to]
 	if p == nil {
@@ -119,6 +118,7 @@ func (h *hub) deliver(msg *message.Message) error {
 	} else if p.down.Load() {
 		return errors.New("partner down")
 	}
+	now := time.Now() // the partner has the message
 	if intended(msg.UUID) != to {
 		h.wrong.Add(1)
 	}
@@ -151,6 +151,17 @@ func (h *hub) onTransition(p *partner.Partner, t breaker.Transition) {
 	case breaker.StateClosed:
 		pe.closes.Add(1)
 	}
+}
+
+// inOutage reports whether an outage partner is down or its breaker not
+// closed.
+func (h *hub) inOutage() bool {
+	for _, p := range h.peers {
+		if p.outage && (p.down.Load() || p.trips.Load() > p.closes.Load()) {
+			return true
+		}
+	}
+	return false
 }
 
 // lost returns the published UUIDs never delivered.
@@ -230,6 +241,7 @@ type replica struct {
 	router *message.Router
 	done   chan error
 	cancel context.CancelFunc
+	stop   func() // closes the router and waits for it; idempotent
 }
 
 // startReplica builds floodgate on a new router for h on rt, lets mut
@@ -266,22 +278,27 @@ func startReplica(t testing.TB, e *env, rt route, h *hub, mut func(*floodgate.Co
 	r := &replica{fg: fg, router: router, done: make(chan error, 1), cancel: cancel}
 	go func() { r.done <- router.Run(ctx) }()
 	<-router.Running()
-	t.Cleanup(func() {
+	r.stop = sync.OnceFunc(func() {
 		_ = router.Close()
 		cancel()
 		<-r.done
 		_ = fg.Close()
 		_ = sub.Close()
 	})
+	t.Cleanup(r.stop)
 	return r
 }
 
 // publish publishes message n for partner key.
-func (e *env) publish(t testing.TB, topic, key string, n int) string {
+// A message marked timed has its delivery latency recorded when the hub
+// is timing.
+func (e *env) publish(t testing.TB, topic, key string, n int, timed bool) string {
 	id := fmt.Sprintf("%s-%d", key, n)
 	m := message.NewMessage(id, nil)
 	m.Metadata.Set("partner", key)
-	m.Metadata.Set("sent", strconv.FormatInt(time.Now().UnixNano(), 10))
+	if timed {
+		m.Metadata.Set("sent", strconv.FormatInt(time.Now().UnixNano(), 10))
+	}
 	if err := e.pub.Publish(topic, m); err != nil {
 		t.Fatal(err)
 	}
