@@ -97,7 +97,7 @@ func New(ctx context.Context, r *message.Router, cfg Config) (*Floodgate, error)
 		Override:     cfg.Override,
 		MaxPartners:  cfg.MaxPartners,
 		IdleAfter:    cfg.IdleAfter,
-		HasBacklog:   func(p *partner.Partner) bool { return f.drain.HasBacklog(p.Key()) },
+		HasBacklog:   f.hasBacklog,
 		OnTransition: f.onTransition,
 		OnEvict:      func(p *partner.Partner) { f.metrics.Forget(p.Token()) },
 	})
@@ -178,10 +178,17 @@ func (f *Floodgate) watch() error {
 	})
 }
 
+// hasBacklog keeps a partner with a backlog from idle eviction.
+func (f *Floodgate) hasBacklog(p *partner.Partner) bool {
+	return f.drain != nil && f.drain.HasBacklog(p.Key())
+}
+
 // onTransition wakes the partner's drain on every transition of its
 // breaker (half-open: probes may come from the backlog; closed: drain).
 func (f *Floodgate) onTransition(p *partner.Partner, t breaker.Transition) {
-	f.drain.Wake(p.Key())
+	if f.drain != nil {
+		f.drain.Wake(p.Key())
+	}
 	f.metrics.ObserveTransition(p, t)
 	if f.cfg.OnTransition != nil {
 		f.cfg.OnTransition(p, t)
