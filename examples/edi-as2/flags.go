@@ -11,7 +11,9 @@ import (
 
 // options are the example's command-line settings.
 type options struct {
-	rate            float64       // messages published per second
+	rate            float64       // messages published per second, over all retailers
+	retailers       int           // AS2 partners the orders go to, in turn
+	faulty          int           // the retailer (1-based) that follows the fault script
 	produceFor      time.Duration // how long the producer publishes
 	healthyFor      time.Duration // healthy partner before the outage
 	outage          time.Duration // partner answers 503
@@ -29,13 +31,15 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("edi-as2", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Float64Var(&o.rate, "rate", 40, "X12 850 messages published per second, in (0, 5000]")
+	fs.Float64Var(&o.rate, "rate", 60, "X12 850 messages published per second, over all retailers, in (0, 5000]")
+	fs.IntVar(&o.retailers, "retailers", 3, fmt.Sprintf("retailers (AS2 partners) the orders go to in turn, each with its own breaker, in [1, %d]", maxRetailers))
+	fs.IntVar(&o.faulty, "faulty", 1, "the retailer, 1 to -retailers, that follows the fault script (-healthy, -outage, -fragile); the others stay healthy")
 	fs.DurationVar(&o.produceFor, "produce-for", 20*time.Second, "how long the producer publishes, in (0, 10m]")
-	fs.DurationVar(&o.healthyFor, "healthy", 3*time.Second, "healthy partner before the outage, in [0, 10m]")
-	fs.DurationVar(&o.outage, "outage", 6*time.Second, "outage: the partner answers HTTP 503, in [0, 1h]")
+	fs.DurationVar(&o.healthyFor, "healthy", 3*time.Second, "faulty retailer healthy before the outage, in [0, 10m]")
+	fs.DurationVar(&o.outage, "outage", 6*time.Second, "outage: the faulty retailer answers HTTP 503, in [0, 1h]")
 	fs.DurationVar(&o.fragile, "fragile", 5*time.Second, "fragile recovery after the outage, in [0, 1h]")
-	fs.Float64Var(&o.fragileCapacity, "fragile-capacity", 15, "messages/s the partner takes while fragile; excess gets 503, in (0, 5000]")
-	fs.Float64Var(&o.capacityAfter, "capacity-after", 100, "messages/s the partner takes once fully healthy (excess gets 503); 0 = unlimited, in [0, 5000]")
+	fs.Float64Var(&o.fragileCapacity, "fragile-capacity", 15, "messages/s the faulty retailer takes while fragile; excess gets 503, in (0, 5000]")
+	fs.Float64Var(&o.capacityAfter, "capacity-after", 100, "messages/s the faulty retailer takes once recovered (excess gets 503); 0 = unlimited, in [0, 5000]")
 	fs.StringVar(&o.natsURL, "nats-url", "", "external NATS server URL (default: an embedded JetStream server)")
 	fs.StringVar(&o.summary, "summary", "", "write a JSON summary to this `file`")
 	fs.DurationVar(&o.settle, "settle", 60*time.Second, "after producing, how long to wait for the backlog to drain, in (0, 1h]")
@@ -53,6 +57,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 func (o options) validate() error {
 	var c exampleutil.FlagCheck
 	c.Float("rate", o.rate, 0, 5000, true, "messages/s")
+	c.Int("retailers", o.retailers, 1, maxRetailers)
+	c.Int("faulty", o.faulty, 1, max(1, o.retailers))
 	c.Float("fragile-capacity", o.fragileCapacity, 0, 5000, true, "messages/s")
 	c.Float("capacity-after", o.capacityAfter, 0, 5000, false, "messages/s")
 	c.Duration("produce-for", o.produceFor, 0, 10*time.Minute, true)

@@ -1,21 +1,26 @@
 // Command edi-as2 runs floodgate's main job end to end on one machine: X12 850
-// purchase orders are published to NATS JetStream, a Watermill router delivers
-// each one over AS2 to a partner through floodgate's middleware, and the
-// partner follows a fault script (healthy, outage, fragile recovery, healthy).
-// While the breaker is open, orders are diverted to the JetStream retry queue;
-// the drainer releases the backlog once the partner is back, at a rate that
-// seeks the partner's spare capacity (-capacity-after sets the capacity of
-// the recovered partner). The timeline shows the backlog depth and the drain
-// rate each second. At the end the partner's received set is checked against
-// what was produced; the summary adds the re-trips after recovery, the time
-// to full traffic and the drain time (recovery to an empty backlog).
+// purchase orders for several retailers (-retailers) are published to NATS
+// JetStream, and one Watermill handler, built with floodgate.New, delivers
+// each over AS2 to the retailer its AS2-To names, each retailer behind its
+// own circuit breaker. One retailer (-faulty) follows a fault script
+// (healthy, outage, fragile recovery, healthy); the others stay healthy and
+// keep flowing. While the faulty retailer's breaker is open, its orders are
+// diverted to the JetStream retry queue; its drain releases the backlog
+// once it is back, at a rate that seeks its spare capacity (-capacity-after
+// sets its capacity once recovered). The timeline shows every
+// breaker, the backlog and the faulty retailer's drain rate each second. At
+// the end each retailer's received set is checked against the orders
+// produced for it (an order another retailer received is misdelivered);
+// the summary has a line per retailer and adds the faulty retailer's
+// re-trips after recovery, time to full traffic and drain time.
 //
 //	go run ./examples/edi-as2                  # embedded NATS, default script
 //	go run ./examples/edi-as2 -summary s.json  # also write a JSON summary
 //	go run ./examples/edi-as2 -nats-url nats://127.0.0.1:4222
 //
-// It exits 0 when every order was delivered or dead-lettered, 1 when some
-// were lost or still queued when -settle ran out, 2 on bad flags.
+// It exits 0 when every order was delivered to its own retailer or
+// dead-lettered, 1 when some were lost, misdelivered or still queued when
+// -settle ran out, 2 on bad flags.
 package main
 
 import (
@@ -51,8 +56,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "edi-as2:", err)
 		os.Exit(1)
 	}
-	if sum.Lost > 0 {
-		fmt.Fprintf(os.Stderr, "edi-as2: %d messages lost\n", sum.Lost)
+	if sum.Lost > 0 || sum.Misdelivered > 0 {
+		fmt.Fprintf(os.Stderr, "edi-as2: %d orders lost, %d misdelivered\n", sum.Lost, sum.Misdelivered)
 		os.Exit(1)
 	}
 	if sum.Queued > 0 {

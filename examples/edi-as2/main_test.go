@@ -10,14 +10,17 @@ import (
 )
 
 // TestShortRun runs the whole example in a compressed timeline: a real
-// embedded JetStream server (or NATS_URL), a real AS2 partner over HTTP, an
-// outage that trips the breaker, and a drain. Nothing may be lost.
+// embedded JetStream server (or NATS_URL), three real AS2 retailers over
+// HTTP, one of them (the second) with an outage that trips its breaker, and
+// a drain. Per retailer: nothing lost or misdelivered; the faulty one
+// tripped and drained, the healthy ones never tripped.
 func TestShortRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the example end to end (~15 s)")
 	}
 	o, err := parseFlags([]string{
-		"-rate", "40", "-produce-for", "6s", "-healthy", "1s", "-outage", "2s",
+		"-rate", "60", "-retailers", "3", "-faulty", "2",
+		"-produce-for", "6s", "-healthy", "1s", "-outage", "2s",
 		"-fragile", "1s", "-fragile-capacity", "15", "-settle", "45s",
 	}, &bytes.Buffer{})
 	if err != nil {
@@ -31,36 +34,49 @@ func TestShortRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Produced == 0 {
-		t.Fatal("produced nothing")
+	if len(sum.Partners) != 3 {
+		t.Fatalf("%d partners in the summary, want 3", len(sum.Partners))
 	}
-	if sum.Lost != 0 || sum.Queued != 0 {
-		t.Errorf("lost = %d, queued = %d, want 0 and 0", sum.Lost, sum.Queued)
+	for i, p := range sum.Partners {
+		if p.Partner != retailerIDs[i] || p.Faulty != (i == 1) {
+			t.Errorf("partner %d: %s (faulty %v), want %s (faulty %v)", i, p.Partner, p.Faulty, retailerIDs[i], i == 1)
+		}
+		if p.Produced == 0 {
+			t.Errorf("%s: produced nothing", p.Partner)
+		}
+		if p.Lost != 0 || p.Misdelivered != 0 || p.Queued != 0 || p.DeadLettered != 0 {
+			t.Errorf("%s: lost %d, misdelivered %d, queued %d, dead-lettered %d; want 0 each",
+				p.Partner, p.Lost, p.Misdelivered, p.Queued, p.DeadLettered)
+		}
+		if p.Delivered != p.Produced {
+			t.Errorf("%s: delivered %d of %d", p.Partner, p.Delivered, p.Produced)
+		}
+		if p.Faulty {
+			if p.Trips < 1 || p.Diverted < 1 || p.Drained < 1 {
+				t.Errorf("%s: trips %d, diverted %d, drained %d; its outage must trip its breaker, divert and drain",
+					p.Partner, p.Trips, p.Diverted, p.Drained)
+			}
+			if p.DrainS < 0 {
+				t.Errorf("%s: drain_s = %v, want measured (>= 0)", p.Partner, p.DrainS)
+			}
+		} else if p.Trips != 0 {
+			t.Errorf("%s: trips %d; a healthy retailer's breaker must not trip", p.Partner, p.Trips)
+		}
 	}
-	if sum.DeliveredUnique+sum.DeadLettered != sum.Produced {
-		t.Errorf("delivered %d + dead-lettered %d != produced %d", sum.DeliveredUnique, sum.DeadLettered, sum.Produced)
-	}
-	if sum.DeadLettered != 0 {
-		t.Errorf("dead_lettered = %d, want 0: the script has no permanent failures", sum.DeadLettered)
-	}
-	if sum.Trips < 1 || sum.Diverted < 1 {
-		t.Errorf("trips = %d, diverted = %d; the outage must trip the breaker and divert", sum.Trips, sum.Diverted)
+	if sum.Lost != 0 || sum.Misdelivered != 0 || sum.Queued != 0 || sum.DeliveredUnique != sum.Produced {
+		t.Errorf("total: lost %d, misdelivered %d, queued %d, delivered %d of %d",
+			sum.Lost, sum.Misdelivered, sum.Queued, sum.DeliveredUnique, sum.Produced)
 	}
 	if sum.SignedEncrypted < sum.DeliveredUnique || sum.SignedMDNs < sum.DeliveredUnique {
 		t.Errorf("signed+encrypted %d, signed MDNs %d, want >= delivered %d: the example must use the secure AS2 path",
 			sum.SignedEncrypted, sum.SignedMDNs, sum.DeliveredUnique)
 	}
-	if sum.BacklogPeak < 1 || sum.Drained < 1 {
-		t.Errorf("backlog_peak = %d, drained = %d; the backlog must fill and drain", sum.BacklogPeak, sum.Drained)
+	if sum.BacklogPeak < 1 || sum.DrainRatePeak <= 0 || sum.TimeToFullTrafficS < 0 {
+		t.Errorf("backlog_peak = %d, drain_rate_peak = %v, time_to_full_traffic_s = %v; the faulty retailer's backlog must fill and drain",
+			sum.BacklogPeak, sum.DrainRatePeak, sum.TimeToFullTrafficS)
 	}
-	if sum.DrainS < 0 || sum.TimeToFullTrafficS < 0 {
-		t.Errorf("drain_s = %v, time_to_full_traffic_s = %v; want both measured (>= 0)", sum.DrainS, sum.TimeToFullTrafficS)
-	}
-	if sum.DrainRatePeak <= 0 {
-		t.Errorf("drain_rate_peak = %v", sum.DrainRatePeak)
-	}
-	if !strings.Contains(out.String(), "rate(/s)") {
-		t.Error("the timeline must show the drain rate")
+	if !strings.Contains(out.String(), "rate(/s)") || !strings.Contains(out.String(), "misdelivered") {
+		t.Error("the output must show the drain rate and the per-partner summary")
 	}
 }
 
@@ -71,6 +87,10 @@ func TestBadFlags(t *testing.T) {
 	}{
 		{[]string{"-rate", "-5"}, "-rate"},
 		{[]string{"-rate", "0"}, "-rate"},
+		{[]string{"-retailers", "0"}, "-retailers"},
+		{[]string{"-retailers", "9"}, "-retailers"},
+		{[]string{"-retailers", "2", "-faulty", "3"}, "-faulty"},
+		{[]string{"-faulty", "0"}, "-faulty"},
 		{[]string{"-fragile-capacity", "0"}, "-fragile-capacity"},
 		{[]string{"-capacity-after", "-1"}, "-capacity-after"},
 		{[]string{"-outage", "soon"}, "-outage"},

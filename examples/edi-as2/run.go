@@ -9,8 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"math"
-	"net"
-	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -21,14 +20,16 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/time/rate"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/deliver"
 	"github.com/floodgate-go/floodgate/deliver/as2"
 	"github.com/floodgate-go/floodgate/deliver/as2/as2partner"
 	"github.com/floodgate-go/floodgate/deliver/as2/as2test"
 	"github.com/floodgate-go/floodgate/internal/exampleutil"
 	"github.com/floodgate-go/floodgate/internal/x12"
 	"github.com/floodgate-go/floodgate/jsq"
-	"github.com/floodgate-go/floodgate/middleware"
+	"github.com/floodgate-go/floodgate/partner"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
@@ -36,13 +37,64 @@ import (
 var testdata embed.FS
 
 const (
-	ourAS2ID     = "FLOODGATE-SUPPLIER"
-	partnerAS2ID = "NORTHWIND-RETAIL"
-	idDomain     = "edi-as2.floodgate"
+	ourAS2ID = "FLOODGATE-SUPPLIER"
+	idDomain = "edi-as2.floodgate"
 
 	// probeConcurrency is the breaker's cap on half-open probes in flight.
 	probeConcurrency = 2
+	// maxRetailers bounds -retailers: the names below.
+	maxRetailers = 8
 )
+
+// retailerIDs are the retailers' AS2 IDs, the partner keys.
+var retailerIDs = [maxRetailers]string{
+	"NORTHWIND-RETAIL", "CONTOSO-MARKETS", "FABRIKAM-STORES", "TAILSPIN-TRADERS",
+	"WINGTIP-OUTLETS", "ADVENTURE-WORKS", "LITWARE-SUPPLY", "PROSEWARE-SHOPS",
+}
+
+// retailer is one AS2 partner: its receiver on a real HTTP server, the
+// sender that signs and encrypts for it, and what the run counted for it.
+type retailer struct {
+	id       string // AS2 ID: the AS2-To of its orders, its partner key
+	faulty   bool   // follows the fault script
+	receiver *as2partner.Partner
+	srv      *httptest.Server
+	sender   *as2.Sender
+	drain    exampleutil.DrainTimer
+	ids      []string // orders produced for it
+}
+
+// newRetailer starts retailer id's receiver and builds its sender. Each
+// retailer has its own throwaway keys and certificates: orders are signed
+// (SHA-256) and encrypted (AES-256-CBC) for it, and it returns a signed MDN
+// whose MIC the sender checks (RFC 4130). Its receiver rejects an AS2-To
+// other than its own.
+func newRetailer(id string, faulty bool, o options) (*retailer, error) {
+	pki, err := as2test.New(ourAS2ID, id)
+	if err != nil {
+		return nil, fmt.Errorf("AS2 certificates: %w", err)
+	}
+	pcfg := pki.PartnerConfig()
+	pcfg.Script = healthyScript()
+	if faulty {
+		pcfg.Script = script(o)
+	}
+	receiver, err := as2partner.New(pcfg)
+	if err != nil {
+		return nil, err
+	}
+	srv := httptest.NewServer(receiver)
+	scfg := pki.SenderConfig(srv.URL + "/as2")
+	scfg.Subject = "X12 850 purchase order"
+	scfg.Timeout = 5 * time.Second
+	scfg.MessageIDDomain = idDomain
+	sender, err := as2.NewSender(scfg)
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	return &retailer{id: id, faulty: faulty, receiver: receiver, srv: srv, sender: sender}, nil
+}
 
 // run does the whole job and returns its summary. The summary is returned
 // even with an error when the run got far enough to count anything.
@@ -62,103 +114,31 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	defer nc.Close()
 	js, pub := nc.JetStream, nc.Publisher
 
-	// 2. The AS2 partner, on a real HTTP server on loopback.
-	// Throwaway keys and certificates for both sides: orders are signed
-	// (SHA-256) and encrypted (AES-256-CBC), and the partner returns a signed
-	// MDN whose MIC the sender checks (RFC 4130).
-	pki, err := as2test.New(ourAS2ID, partnerAS2ID)
-	if err != nil {
-		return nil, fmt.Errorf("AS2 certificates: %w", err)
+	// 2. The retailers: AS2 partners on real HTTP servers on loopback. Only
+	// the -faulty one follows the fault script.
+	retailers := make([]*retailer, o.retailers)
+	byID := map[string]*retailer{}
+	for i := range retailers {
+		r, err := newRetailer(retailerIDs[i], i+1 == o.faulty, o)
+		if err != nil {
+			return nil, err
+		}
+		defer r.srv.Close()
+		retailers[i], byID[r.id] = r, r
 	}
-	pcfg := pki.PartnerConfig()
-	pcfg.Script = script(o)
-	partner, err := as2partner.New(pcfg)
-	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	httpSrv := &http.Server{Handler: partner, ReadHeaderTimeout: 5 * time.Second}
-	go httpSrv.Serve(ln)
-	defer httpSrv.Close()
+	faulty := retailers[o.faulty-1]
 
-	scfg := pki.SenderConfig("http://" + ln.Addr().String() + "/as2")
-	scfg.Subject = "X12 850 purchase order"
-	scfg.Timeout = 5 * time.Second
-	scfg.MessageIDDomain = idDomain
-	sender, err := as2.NewSender(scfg)
-	if err != nil {
-		return nil, err
-	}
-
-	// 3. Breaker, retry queue, middleware.
-	var c exampleutil.Counters
-	b, err := breaker.New(breaker.Config{
-		Name:                 "northwind-as2",
-		WindowSize:           20,
-		MinimumCalls:         10,
-		FailureRateThreshold: 0.5,
-		SlowCallDuration:     2 * time.Second,
-		BaseOpenWindow:       time.Second,
-		MaxOpenWindow:        30 * time.Second,
-		Jitter:               0.2,
-		ProbeConcurrency:     probeConcurrency,
-		SuccessesToClose:     5,
-	})
-	if err != nil {
-		return nil, err
-	}
-
+	// 3. One call: a breaker per retailer (keyed by the order's AS2-To),
+	// the retry queue and the per-partner drain, on the router.
 	mctx, stopMetrics := context.WithCancel(ctx)
 	defer stopMetrics()
-	m, err := exampleutil.StartMetrics(mctx, o.metricsAddr) // nil when -metrics-addr is off
+	reg, err := exampleutil.StartMetrics(mctx, o.metricsAddr) // nil when -metrics-addr is off
 	if err != nil {
 		return nil, err
 	}
-
-	qcfg := retryqueue.Config{
-		Publisher:       pub,
-		Source:          sourceTopic,
-		Handler:         "as2-delivery",
-		RetryTopic:      "floodgate_retry_" + runID,
-		DeadLetterTopic: "floodgate_dead_" + runID,
-	}
-	if err := errors.Join(nc.ProvisionQueue(ctx, qcfg), nc.EnsureStreams(ctx, sourceTopic)); err != nil {
+	if err := nc.EnsureStreams(ctx, sourceTopic); err != nil {
 		return nil, err
 	}
-	queue, err := retryqueue.New(qcfg)
-	if err != nil {
-		return nil, err
-	}
-	// The drainer's adaptive control also watches live deliveries: the
-	// partner's capacity is shared.
-	var drainer *retryqueue.Drainer
-	guard, err := middleware.New(middleware.Config{
-		Breaker: b,
-		Queue:   queue,
-		Timeout: 10 * time.Second,
-		OnEvent: func(ev middleware.Event) {
-			c.OnEvent(ev)
-			m.ObserveEvent(ev)
-			if ev.Admitted {
-				failed := ev.Action == middleware.Diverted && ev.Reason == string(retryqueue.ReasonFailure)
-				drainer.Observe(ev.UUID, failed, ev.Latency)
-			}
-		},
-		Logger: logger,
-	})
-	if err != nil {
-		return nil, err
-	}
-	deliverAS2 := func(msg *message.Message) ([]*message.Message, error) {
-		_, err := sender.Send(msg.Context(), msg.UUID, msg.Payload)
-		return nil, err
-	}
-	guarded := guard(deliverAS2)
-
-	// 4. The router consumes the source topic through the guarded handler.
 	sub, err := jsq.NewSubscriber(jsq.SubscriberConfig{URL: nc.URL, Concurrency: 4, AckWait: 30 * time.Second})
 	if err != nil {
 		return nil, err
@@ -167,118 +147,168 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	router.AddConsumerHandler("as2-delivery", sourceTopic, sub, func(msg *message.Message) error {
-		_, err := guarded(msg)
-		return err
-	})
-
-	// 5. The drainer feeds the backlog through the same guarded handler,
-	// starting slow and seeking the partner's spare capacity (AIMD), judging
-	// latency as the breaker does.
-	drainer, err = retryqueue.NewDrainer(retryqueue.DrainerConfig{
-		JetStream: js,
-		Queue:     queue,
-		Handler:   guarded,
-		Gate:      middleware.DrainGate(b),
-		Rate:      10,
-		SlowCall:  b.Config().SlowCallDuration,
-		Logger:    logger,
+	var pc exampleutil.PartnerCounters
+	var tl transitions // the faulty retailer's
+	retryTopic, deadTopic := "floodgate_retry_"+runID, "floodgate_dead_"+runID
+	fg, err := floodgate.New(ctx, router, floodgate.Config{
+		Name: "as2-delivery", Topic: sourceTopic, Subscriber: sub, JetStream: js,
+		PartnerKey: func(m *message.Message) string { return m.Metadata.Get("AS2-To") },
+		Deliver: func(msg *message.Message) error {
+			key := msg.Metadata.Get("AS2-To")
+			r, ok := byID[key]
+			if !ok {
+				return &deliver.Error{Kind: deliver.ErrPermanent, Op: "as2 send", Cause: fmt.Errorf("no retailer with AS2 ID %q", key)}
+			}
+			_, err := r.sender.Send(msg.Context(), msg.UUID, msg.Payload)
+			if err == nil && retryqueue.FromDrain(msg.Context()) {
+				pc.Of(key).Drained.Add(1)
+			}
+			return err
+		},
+		Partner: partner.PartnerConfig{Breaker: breaker.Config{
+			WindowSize:           20,
+			MinimumCalls:         10,
+			FailureRateThreshold: 0.5,
+			SlowCallDuration:     2 * time.Second,
+			BaseOpenWindow:       time.Second,
+			MaxOpenWindow:        30 * time.Second,
+			Jitter:               0.2,
+			ProbeConcurrency:     probeConcurrency,
+			SuccessesToClose:     5,
+		}},
+		Timeout: 10 * time.Second,
+		Queue:   retryqueue.Config{RetryTopic: retryTopic, DeadLetterTopic: deadTopic},
+		// Each retailer's drain starts slow and seeks its spare capacity
+		// (AIMD), judging latency as the breaker does; the live deliveries
+		// count too: the capacity is shared.
+		Drain:   retryqueue.PartnerDrainerConfig{Drainer: retryqueue.DrainerConfig{Rate: 10, SlowCall: 2 * time.Second}},
+		Metrics: reg,
+		OnEvent: pc.OnEvent,
+		OnTransition: func(p *partner.Partner, t breaker.Transition) {
+			pc.OnTransition(p, t)
+			if r := byID[p.Key()]; r != nil {
+				r.drain.Transition(t)
+				if r == faulty {
+					tl.add(t.To, t.At)
+				}
+			}
+		},
+		Logger: logger,
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := errors.Join(m.WatchBreaker(queue.Partner(), b), m.WatchQueue(queue), m.WatchDrainer(queue.Partner(), drainer)); err != nil {
-		return nil, err
-	}
-	var tl transitions
-	remove := b.AddListener(func(t breaker.Transition) {
-		c.OnTransition(t)
-		tl.add(t.To, time.Now())
-		drainer.Wake()
-	})
-	defer remove()
+	defer fg.Close()
+	nc.Track(retryTopic, deadTopic)
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wg sync.WaitGroup
 	routerErr := make(chan error, 1)
-	wg.Add(2)
-	go func() { defer wg.Done(); routerErr <- router.Run(runCtx) }()
-	go func() { defer wg.Done(); _ = drainer.Run(runCtx) }()
+	go func() { routerErr <- router.Run(runCtx) }()
 	select {
 	case <-router.Running():
 	case err := <-routerErr:
 		return nil, fmt.Errorf("router: %w", err)
 	}
 
-	// 6. Produce X12 850 interchanges at the configured rate.
+	// 4. Produce X12 850 interchanges at the configured rate, each to the
+	// next retailer in turn.
 	docs, err := loadDocs()
 	if err != nil {
 		return nil, err
 	}
 	produceStart := time.Now()
-	partner.StartAt(produceStart)
-	produced := make(chan []string, 1)
-	go func() { produced <- produce(runCtx, pub, sourceTopic, docs, o) }()
-
-	// 7. Timeline until everything is accounted for or -settle runs out. The
-	// backlog is sampled every 100 ms (for drain_s); a line is printed per
-	// second.
-	backlog := func() int {
-		n, err := drainer.Backlog(runCtx)
-		if err != nil {
-			return -1
-		}
-		return int(n)
+	for _, r := range retailers {
+		r.receiver.StartAt(produceStart)
 	}
+	produced := make(chan map[string][]string, 1)
+	go func() { produced <- produce(runCtx, pub, sourceTopic, docs, retailers, o) }()
+
+	// 5. Timeline until everything is accounted for or -settle runs out. The
+	// backlogs are sampled every 100 ms (for drain_s); a line is printed per
+	// second.
+	backlogs := func(ctx context.Context) (map[string]int, bool) {
+		st, err := fg.Drain().Status(ctx)
+		if err != nil {
+			return nil, false
+		}
+		m := map[string]int{}
+		for _, s := range st {
+			m[s.Key] += int(s.Backlog)
+		}
+		return m, true
+	}
+	states := func() string {
+		parts := make([]string, len(retailers))
+		for i, r := range retailers {
+			parts[i] = "-"
+			if p, ok := fg.Partners().Lookup(r.id); ok {
+				parts[i] = p.Breaker().State().String()
+			}
+		}
+		return strings.Join(parts, ",")
+	}
+	faultyRate := func() float64 {
+		for _, s := range fg.Drain().Partners() {
+			if s.Key == faulty.id {
+				return s.Rate
+			}
+		}
+		return 0
+	}
+	total := func(f func(*exampleutil.Counters) int64) int64 { return pc.Sum(f) }
 	outageEnd := produceStart.Add(o.healthyFor + o.outage)
 	sum := &summary{}
-	var ids []string
+	var idsByRetailer map[string][]string
 	var prev snapshot
-	var drainedAt time.Time // first empty backlog after recovery
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	lastLine := produceStart
 	if !o.quiet {
-		fmt.Fprintf(out, "%5s  %-9s  %8s  %8s  %7s  %8s  %9s  %8s  %s\n",
-			"t", "breaker", "admitted", "diverted", "backlog", "drained", "rate(/s)", "p-errors", "partner")
+		fmt.Fprintf(out, "breakers: %s (faulty: %s)\n", strings.Join(retailerIDs[:len(retailers)], ","), faulty.id)
+		fmt.Fprintf(out, "%5s  %-*s  %8s  %8s  %7s  %8s  %9s  %8s  %s\n",
+			"t", 10*len(retailers), "breakers", "admitted", "diverted", "backlog", "drained", "rate(/s)", "p-errors", "faulty")
 	}
 	var settleBy time.Time
 	for done := false; !done; {
 		select {
 		case <-ctx.Done():
 			done = true
-		case ids = <-produced:
+		case idsByRetailer = <-produced:
 			settleBy = time.Now().Add(o.settle)
 			produced = nil
+			for _, r := range retailers {
+				r.ids = idsByRetailer[r.id]
+			}
 		case now := <-tick.C:
-			depth := backlog()
-			sum.BacklogPeak = max(sum.BacklogPeak, depth)
-			sum.DrainRatePeak = max(sum.DrainRatePeak, drainer.Rate())
-			if rec, ok := tl.recovery(outageEnd); ok && depth == 0 && drainedAt.IsZero() {
-				drainedAt = now
-				if rec.After(now) {
-					drainedAt = rec
+			bl, ok := backlogs(runCtx)
+			depth := -1
+			if ok {
+				depth = 0
+				for _, r := range retailers {
+					r.drain.Sample(now, bl[r.id])
+					depth += bl[r.id]
 				}
 			}
-			if depth > 0 {
-				drainedAt = time.Time{} // refilled (a re-trip): measure to the final empty backlog
-			}
+			sum.BacklogPeak = max(sum.BacklogPeak, depth)
+			sum.DrainRatePeak = max(sum.DrainRatePeak, faultyRate())
 			if now.Sub(lastLine) >= time.Second {
 				lastLine = lastLine.Add(time.Second)
 				cur := snapshot{
-					admitted: c.Admitted.Load(), diverted: c.Diverted.Load(),
-					drained: int64(drainer.Stats().Drained), errors: int64(partner.Stats().Errors),
+					admitted: total(func(c *exampleutil.Counters) int64 { return c.Admitted.Load() }),
+					diverted: total(func(c *exampleutil.Counters) int64 { return c.Diverted.Load() }),
+					drained:  total(func(c *exampleutil.Counters) int64 { return c.Drained.Load() }),
+					errors:   int64(faulty.receiver.Stats().Errors),
 				}
 				if !o.quiet {
-					fmt.Fprintf(out, "%4.0fs  %-9s  %8d  %8d  %7d  %8d  %9.0f  %8d  %s\n",
-						now.Sub(produceStart).Seconds(), b.State(),
+					fmt.Fprintf(out, "%4.0fs  %-*s  %8d  %8d  %7d  %8d  %9.0f  %8d  %s\n",
+						now.Sub(produceStart).Seconds(), 10*len(retailers), states(),
 						cur.admitted-prev.admitted, cur.diverted-prev.diverted, depth,
-						cur.drained-prev.drained, drainer.Rate(), cur.errors-prev.errors, partner.PhaseAt(now).Name)
+						cur.drained-prev.drained, faultyRate(), cur.errors-prev.errors, faulty.receiver.PhaseAt(now).Name)
 				}
 				prev = cur
 			}
-			if ids != nil && (accounted(ids, partner, &c) && depth == 0 || now.After(settleBy)) {
+			if idsByRetailer != nil && (depth == 0 && accounted(retailers, &pc) || now.After(settleBy)) {
 				done = true
 			}
 		}
@@ -287,37 +317,28 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	if err := router.Close(); err != nil {
 		fmt.Fprintln(out, "router close:", err)
 	}
-	wg.Wait()
 	// What is still in a stream is queued, not lost: the retry backlog and
 	// source messages not yet acked.
-	queued := 0
-	if n, err := drainer.Backlog(context.Background()); err == nil {
-		queued += int(n)
-	}
+	bl, _ := backlogs(context.Background())
+	sourceQueued := 0
 	if n, err := retryqueue.Depth(context.Background(), js, sourceTopic, jsq.DefaultConsumerName(sourceTopic)); err == nil {
-		queued += int(n)
+		sourceQueued = int(n)
 	}
 
 	sum.RetripsAfterRecovery = tl.tripsAfterRecovery(outageEnd)
-	sum.TimeToFullTrafficS, sum.DrainS = -1, -1
-	if last, ok := tl.lastClose(); ok && b.State() == breaker.StateClosed {
+	sum.TimeToFullTrafficS, sum.DrainS = -1, faulty.drain.Seconds()
+	if last, ok := tl.lastClose(); ok && tl.last() == breaker.StateClosed {
 		sum.TimeToFullTrafficS = round1(max(0, last.Sub(outageEnd).Seconds()))
 	}
-	if rec, ok := tl.recovery(outageEnd); ok && !drainedAt.IsZero() {
-		sum.DrainS = round1(drainedAt.Sub(rec).Seconds())
-	}
 	sum.DrainRatePeak = math.Round(sum.DrainRatePeak)
-	st := partner.Stats()
-	received := partner.Received()
-	sum.Account(ids, func(id string) int { return received[as2.MessageID(id, idDomain)] }, c.Dead)
-	sum.Unsettled(queued)
-	sum.Diverted = int(c.Diverted.Load())
-	sum.DeadLettered = int(c.DeadLettered.Load())
-	sum.Trips = int(c.Trips.Load())
+	account(sum, retailers, &pc, bl, sourceQueued)
+	st := faulty.receiver.Stats()
 	sum.PartnerErrors = st.Errors
-	sum.SignedEncrypted = min(st.Signed, st.Encrypted)
-	sum.SignedMDNs = st.SignedMDNs
-	sum.Drained = int(drainer.Stats().Drained)
+	for _, r := range retailers {
+		st := r.receiver.Stats()
+		sum.SignedEncrypted += min(st.Signed, st.Encrypted)
+		sum.SignedMDNs += st.SignedMDNs
+	}
 	sum.Elapsed(start)
 	if !o.quiet {
 		sum.print(out)
@@ -326,6 +347,51 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		return sum, ctx.Err()
 	}
 	return sum, nil
+}
+
+// account fills in the summary's per-retailer and total accounting:
+// each retailer's receipts are checked against the orders produced for it
+// (an order received by another retailer is misdelivered); backlog is each
+// retailer's retry backlog at the end, sourceQueued the source messages
+// not yet acked.
+func account(sum *summary, retailers []*retailer, pc *exampleutil.PartnerCounters, backlog map[string]int, sourceQueued int) {
+	received := make([]map[string]int, len(retailers))
+	for i, r := range retailers {
+		received[i] = r.receiver.Received()
+	}
+	sum.Partners = nil
+	for i, r := range retailers {
+		c := pc.Of(r.id)
+		ps := exampleutil.PartnerSummary{Partner: r.id, Faulty: r.faulty}
+		own := func(id string) int { return received[i][as2.MessageID(id, idDomain)] }
+		elsewhere := func(id string) int {
+			n := 0
+			for j := range received {
+				if j != i {
+					n += received[j][as2.MessageID(id, idDomain)]
+				}
+			}
+			return n
+		}
+		ps.Account(r.ids, own, elsewhere, c.Dead)
+		ps.Unsettled(backlog[r.id])
+		ps.Diverted, ps.DeadLettered = int(c.Diverted.Load()), int(c.DeadLettered.Load())
+		ps.Drained, ps.Trips, ps.DrainS = int(c.Drained.Load()), int(c.Trips.Load()), r.drain.Seconds()
+		sum.Partners = append(sum.Partners, ps)
+
+		sum.Produced += ps.Produced
+		sum.DeliveredUnique += ps.Delivered
+		sum.Duplicates += ps.Duplicates
+		sum.Misdelivered += ps.Misdelivered
+		sum.Lost += ps.Lost
+		sum.Queued += ps.Queued
+		sum.Diverted += ps.Diverted
+		sum.DeadLettered += ps.DeadLettered
+		sum.Drained += ps.Drained
+		sum.Trips += ps.Trips
+	}
+	sum.Queued += sourceQueued
+	sum.Lost = max(0, sum.Lost-sourceQueued)
 }
 
 type snapshot struct{ admitted, diverted, drained, errors int64 }
@@ -374,6 +440,16 @@ func (t *transitions) tripsAfterRecovery(outageEnd time.Time) int {
 	return n
 }
 
+// last is the state of the last transition (closed when there was none).
+func (t *transitions) last() breaker.State {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.to) == 0 {
+		return breaker.StateClosed
+	}
+	return t.to[len(t.to)-1]
+}
+
 // lastClose is the time of the last transition to closed.
 func (t *transitions) lastClose() (time.Time, bool) {
 	t.mu.Lock()
@@ -386,13 +462,15 @@ func (t *transitions) lastClose() (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// accounted reports whether every produced message reached the partner or was
-// dead-lettered.
-func accounted(ids []string, p *as2partner.Partner, c *exampleutil.Counters) bool {
-	received := p.Received()
-	for _, id := range ids {
-		if received[as2.MessageID(id, idDomain)] == 0 && !c.Dead(id) {
-			return false
+// accounted reports whether every order produced reached its retailer or
+// was dead-lettered.
+func accounted(retailers []*retailer, pc *exampleutil.PartnerCounters) bool {
+	for _, r := range retailers {
+		received := r.receiver.Received()
+		for _, id := range r.ids {
+			if received[as2.MessageID(id, idDomain)] == 0 && !pc.Of(r.id).Dead(id) {
+				return false
+			}
 		}
 	}
 	return true
@@ -419,6 +497,12 @@ func script(o options) []as2partner.Phase {
 	return append(s, as2partner.Phase{Name: "recovered", Mode: as2partner.Healthy})
 }
 
+// healthyScript is a healthy retailer's script: no fault, no capacity
+// limit.
+func healthyScript() []as2partner.Phase {
+	return []as2partner.Phase{{Name: "healthy", Mode: as2partner.Healthy}}
+}
+
 // loadDocs parses the embedded X12 850 interchanges.
 func loadDocs() ([]*x12.Interchange, error) {
 	var docs []*x12.Interchange
@@ -443,23 +527,26 @@ func loadDocs() ([]*x12.Interchange, error) {
 	return docs, err
 }
 
-// produce publishes renumbered copies of docs at o.rate for o.produceFor and
-// returns the UUIDs it published (confirmed by JetStream).
-func produce(ctx context.Context, pub message.Publisher, topic string, docs []*x12.Interchange, o options) []string {
+// produce publishes renumbered copies of docs at o.rate for o.produceFor,
+// each to the next retailer in turn (its AS2 ID in the AS2-To metadata),
+// and returns the UUIDs it published (confirmed by JetStream) per retailer.
+func produce(ctx context.Context, pub message.Publisher, topic string, docs []*x12.Interchange, retailers []*retailer, o options) map[string][]string {
 	lim := rate.NewLimiter(rate.Limit(o.rate), 1)
-	var ids []string
+	ids := map[string][]string{}
 	deadline := time.Now().Add(o.produceFor)
 	for n := 1; time.Now().Before(deadline); n++ {
 		if err := lim.Wait(ctx); err != nil {
 			break
 		}
 		doc := docs[n%len(docs)]
+		to := retailers[n%len(retailers)].id
 		msg := message.NewMessage(uuid.NewString(), doc.Renumber(100000000+n, 1000+n, 10000+n))
 		msg.Metadata.Set("x12_control_number", fmt.Sprintf("%09d", 100000000+n))
+		msg.Metadata.Set("AS2-To", to)
 		for {
 			err := pub.Publish(topic, msg)
 			if err == nil {
-				ids = append(ids, msg.UUID)
+				ids[to] = append(ids[to], msg.UUID)
 				break
 			}
 			if ctx.Err() != nil {

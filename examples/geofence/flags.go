@@ -12,6 +12,11 @@ import (
 // options are the example's command-line settings.
 type options struct {
 	vehicles      int           // vans replayed, from the trace's first
+	consumers     int           // webhook consumers; a van's triggers go to one
+	faulty        int           // the consumer (1-based) with the outage
+	slowAt        time.Duration // the other consumers' slow period starts
+	slowFor       time.Duration // and lasts
+	slowLatency   time.Duration // their latency in it
 	speed         float64       // trace seconds per wall second
 	produceFor    time.Duration // wall time the producer replays the trace
 	dwell         time.Duration // trace time inside a fence before a dwell trigger
@@ -36,6 +41,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet("geofence", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.IntVar(&o.vehicles, "vehicles", 16, "vans replayed from the trace, in [1, 16]")
+	fs.IntVar(&o.consumers, "consumers", 2, fmt.Sprintf("webhook consumers, each its own endpoint and breaker; vans' triggers go to them in turn, in [1, %d]", maxConsumers))
+	fs.IntVar(&o.faulty, "faulty", 1, "the consumer, 1 to -consumers, with the outage (-healthy, -degraded); the others have a slow period (-slow-at, -slow-for)")
+	fs.DurationVar(&o.slowAt, "slow-at", 5*time.Second, "when the other consumers' slow period starts, in [0, 10m]")
+	fs.DurationVar(&o.slowFor, "slow-for", 8*time.Second, "how long the other consumers' slow period lasts, in (0, 1h]")
+	fs.DurationVar(&o.slowLatency, "slow-latency", 60*time.Millisecond, "the other consumers' latency in their slow period, below -slow-call, in [0, 1m]")
 	fs.Float64Var(&o.speed, "speed", 40, "replay speed: trace seconds per wall second, in (0, 1000]")
 	fs.DurationVar(&o.produceFor, "produce-for", 22*time.Second, "wall time the trace is replayed (it ends after 15 trace minutes), in (0, 10m]")
 	fs.DurationVar(&o.dwell, "dwell", time.Minute, "trace time inside a fence before a dwell trigger, in (0, 1h]")
@@ -65,6 +75,11 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 func (o options) validate() error {
 	var c exampleutil.FlagCheck
 	c.Int("vehicles", o.vehicles, 1, 16)
+	c.Int("consumers", o.consumers, 1, maxConsumers)
+	c.Int("faulty", o.faulty, 1, max(1, o.consumers))
+	c.Duration("slow-at", o.slowAt, 0, 10*time.Minute, false)
+	c.Duration("slow-for", o.slowFor, 0, time.Hour, true)
+	c.Duration("slow-latency", o.slowLatency, 0, time.Minute, false)
 	c.Float("speed", o.speed, 0, 1000, true, "trace seconds per second")
 	c.Duration("produce-for", o.produceFor, 0, 10*time.Minute, true)
 	c.Duration("dwell", o.dwell, 0, time.Hour, true)
@@ -79,6 +94,9 @@ func (o options) validate() error {
 	c.Duration("settle", o.settle, 0, time.Hour, true)
 	c.Addr("metrics-addr", o.metricsAddr)
 	c.OutputFile("summary", o.summary) // before the run, not after it
+	if o.slowLatency >= o.slowCall {
+		c.Failf("-slow-latency (%v) must be below -slow-call (%v): the slow period degrades a consumer without tripping its breaker", o.slowLatency, o.slowCall)
+	}
 	if o.fast >= o.slowCall {
 		c.Failf("-fast (%v) must be below -slow-call (%v), or the recovered consumer is slow", o.fast, o.slowCall)
 	}

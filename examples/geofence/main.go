@@ -2,11 +2,16 @@
 // a fleet of delivery vans reports GPS fixes to NATS JetStream, a Watermill
 // handler evaluates enter, exit and dwell against geofence polygons (depots,
 // customer sites, a restricted zone) with github.com/paulmach/orb, and the
-// triggers go to an HTTP webhook consumer through floodgate's middleware.
+// triggers go to HTTP webhook consumers (-consumers, each van's triggers to
+// one of them) through one handler built with floodgate.New: the partner
+// key is the consumer's endpoint, so each consumer has its own breaker,
+// backlog and drain, and each its own fault script.
 //
-// The consumer follows the fault script of the geofence design note: its
-// P99 latency spikes to 900 ms, then it recovers at a set time (-healthy,
-// then -degraded). By default half its answers take the 900 ms spike while
+// The consumers other than -faulty have a slow period (-slow-at, -slow-for,
+// -slow-latency) that stays below the breaker's slow-call threshold: they
+// are degraded but never trip. The faulty consumer follows the fault
+// script of the geofence design note: its P99 latency spikes to 900 ms,
+// then it recovers at a set time (-healthy, then -degraded). By default half its answers take the 900 ms spike while
 // degraded (-slow-fraction), the rest 20 ms: like the note's consumer, most
 // of its calls are then above the breaker's 200 ms slow-call threshold.
 // The breaker judges every call on latency (a success slower than
@@ -26,7 +31,9 @@
 // -degraded, so the breaker sees the same outage however slowly a loaded
 // machine feeds the consumer (TestShortRun uses it). The summary tells a
 // trip that judges calls sent during the outage (within the grace after
-// the recovery) from a re-trip on the recovered consumer.
+// the recovery) from a re-trip on the recovered consumer. The summary has a
+// line per consumer: produced, delivered, misdelivered (received by another
+// consumer), lost, trips, drain time.
 //
 // The trace and the fences are in testdata/ (see testdata/README.md); the
 // trace is replayed -speed times faster than real time.
@@ -35,9 +42,10 @@
 //	go run ./examples/geofence -summary s.json  # also write a JSON summary
 //	go run ./examples/geofence -nats-url nats://127.0.0.1:4222
 //
-// It exits 0 when every trigger reached the consumer (or was dead-lettered)
-// with the right content, 1 when one did not or was still queued when
-// -settle ran out, 2 on bad flags.
+// It exits 0 when every trigger reached its own consumer (or was
+// dead-lettered) with the right content, 1 when one did not, reached
+// another consumer or was still queued when -settle ran out, 2 on bad
+// flags.
 package main
 
 //go:generate go run ./internal/gen -out testdata
@@ -77,9 +85,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "geofence:", err)
 		os.Exit(1)
 	}
-	if sum.Lost > 0 || sum.Unexpected > 0 || sum.ContentMismatches > 0 {
-		fmt.Fprintf(os.Stderr, "geofence: %d triggers lost, %d unexpected, %d with the wrong content\n",
-			sum.Lost, sum.Unexpected, sum.ContentMismatches)
+	if sum.Lost > 0 || sum.Misdelivered > 0 || sum.Unexpected > 0 || sum.ContentMismatches > 0 {
+		fmt.Fprintf(os.Stderr, "geofence: %d triggers lost, %d misdelivered, %d unexpected, %d with the wrong content\n",
+			sum.Lost, sum.Misdelivered, sum.Unexpected, sum.ContentMismatches)
 		os.Exit(1)
 	}
 	if sum.Queued > 0 {

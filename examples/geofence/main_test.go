@@ -9,11 +9,14 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/internal/exampleutil"
 )
 
 // TestShortRun runs the whole example with a shorter replay: a real
-// embedded JetStream server, a real webhook consumer over HTTP whose P99
-// spikes and then recovers, the breaker judging every call on latency.
+// embedded JetStream server, two real webhook consumers over HTTP, each
+// behind its own breaker judging every call on latency. The second one's
+// P99 spikes and then recovers; the first has a slow period below the
+// slow-call threshold.
 //
 // It asserts what holds at any machine speed. The consumer's outage is
 // counted in requests (-degraded-calls), not wall time, so the breaker
@@ -21,7 +24,8 @@ import (
 // is unambiguous: the degraded consumer's slow answers take 4× -slow-call
 // (a sleep, so never less) and the recovered one answers at once.
 //
-// The design note's expectations, as invariants: nothing lost, every
+// The design note's expectations, as invariants: per consumer nothing lost
+// or misdelivered, the healthy consumers' breakers never tripped, every
 // trigger delivered with the right content, at most 2 probes in flight,
 // the breaker tripped during the outage with growing open windows and is
 // closed at the end, closed once, with no re-trip after the recovery. A
@@ -33,8 +37,9 @@ func TestShortRun(t *testing.T) {
 		t.Skip("runs the example end to end (~30 s)")
 	}
 	o, err := parseFlags([]string{
-		"-produce-for", "17s", "-settle", "5m",
-		"-healthy", "0", "-degraded-calls", "24",
+		"-produce-for", "17s", "-settle", "5m", "-consumers", "2", "-faulty", "2",
+		"-slow-at", "1s", "-slow-for", "5s", "-slow-latency", "20ms",
+		"-healthy", "0", "-degraded-calls", "20",
 		"-fast", "0", "-slow-call", "500ms", "-spike", "2s", "-timeout", "5s",
 	}, &bytes.Buffer{})
 	if err != nil {
@@ -59,8 +64,33 @@ func checkShortRun(t *testing.T, sum *summary) {
 	if sum.Produced < 100 || sum.Fixes < 5000 {
 		t.Fatalf("produced %d triggers from %d fixes; the replay is too short", sum.Produced, sum.Fixes)
 	}
-	if sum.Lost != 0 || sum.DeadLettered != 0 || sum.Queued != 0 {
-		t.Errorf("lost = %d, dead_lettered = %d, queued = %d, want 0, 0 and 0", sum.Lost, sum.DeadLettered, sum.Queued)
+	if len(sum.Partners) != 2 {
+		t.Fatalf("%d partners in the summary, want 2", len(sum.Partners))
+	}
+	var faulty exampleutil.PartnerSummary
+	for i, p := range sum.Partners {
+		if p.Faulty != (i == 1) {
+			t.Errorf("partner %d (%s): faulty %v, want %v", i+1, p.Partner, p.Faulty, i == 1)
+		}
+		if p.Produced == 0 {
+			t.Errorf("%s: no trigger produced for it", p.Partner)
+		}
+		if p.Lost != 0 || p.Misdelivered != 0 || p.Queued != 0 || p.DeadLettered != 0 || p.Delivered != p.Produced {
+			t.Errorf("%s: lost %d, misdelivered %d, queued %d, dead-lettered %d, delivered %d of %d; want 0, 0, 0, 0, all",
+				p.Partner, p.Lost, p.Misdelivered, p.Queued, p.DeadLettered, p.Delivered, p.Produced)
+		}
+		if p.Faulty {
+			faulty = p
+		} else if p.Trips != 0 {
+			t.Errorf("%s: trips %d; a healthy consumer's breaker must not trip", p.Partner, p.Trips)
+		}
+	}
+	if faulty.Trips < 1 || faulty.Diverted < 1 || faulty.Drained < 1 || faulty.DrainS < 0 {
+		t.Errorf("faulty consumer: trips %d, diverted %d, drained %d, drain_s %v; its outage must trip its breaker, divert and drain",
+			faulty.Trips, faulty.Diverted, faulty.Drained, faulty.DrainS)
+	}
+	if sum.Lost != 0 || sum.Misdelivered != 0 || sum.DeadLettered != 0 || sum.Queued != 0 {
+		t.Errorf("lost = %d, misdelivered = %d, dead_lettered = %d, queued = %d, want 0 each", sum.Lost, sum.Misdelivered, sum.DeadLettered, sum.Queued)
 	}
 	if sum.DeliveredUnique != sum.Produced || sum.TriggersExpected != sum.Produced || sum.Unexpected != 0 {
 		t.Errorf("delivered %d unique, produced %d, expected %d, unexpected %d: every trigger once per key",
@@ -72,14 +102,14 @@ func checkShortRun(t *testing.T, sum *summary) {
 	if sum.RecoverAtS < 0 {
 		t.Fatalf("the consumer never recovered: fewer than -degraded-calls requests reached it")
 	}
-	if sum.Trips < 1 || sum.SlowResponses < 1 {
-		t.Errorf("trips %d, slow answers %d: the outage must trip the breaker", sum.Trips, sum.SlowResponses)
+	if faulty.Trips < 1 || sum.SlowResponses < 1 {
+		t.Errorf("trips %d, slow answers %d: the outage must trip the breaker", faulty.Trips, sum.SlowResponses)
 	}
 	// A trip judging calls sent during the outage may come after the
 	// recovery, within the grace: it is still the outage's.
-	if sum.Trips-sum.RetripsAfterRecovery < 1 {
+	if faulty.Trips-sum.RetripsAfterRecovery < 1 {
 		t.Errorf("trips %d, %d of them re-trips after the recovery: none judged the outage",
-			sum.Trips, sum.RetripsAfterRecovery)
+			faulty.Trips, sum.RetripsAfterRecovery)
 	}
 	if sum.MaxProbesInFlight < 1 || sum.MaxProbesInFlight > probeConcurrency {
 		t.Errorf("at most %d probes in flight, want 1 to %d", sum.MaxProbesInFlight, probeConcurrency)
@@ -88,7 +118,7 @@ func checkShortRun(t *testing.T, sum *summary) {
 		t.Errorf("the breaker is not closed at the end")
 	}
 	t.Logf("trips %d, open windows %v s, closed %.2fs after recovery, diverted %d, drained %d, %d calls judged slow after recovery",
-		sum.Trips, sum.OpenWindowsS, sum.ClosedAfterRecoveryS, sum.Diverted, sum.Drained, sum.SlowAfterRecovery)
+		faulty.Trips, sum.OpenWindowsS, sum.ClosedAfterRecoveryS, sum.Diverted, sum.Drained, sum.SlowAfterRecovery)
 	if sum.RetripsAfterRecovery > 0 {
 		if sum.SlowAfterRecovery == 0 {
 			t.Errorf("re-trips after recovery = %d, but no call sent after the recovery was judged slow or failed",
@@ -115,6 +145,11 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-speed", "0"}, "-speed"},
 		{[]string{"-metrics-addr", "nohost"}, "-metrics-addr"},
 		{[]string{"-vehicles", "0"}, "-vehicles"},
+		{[]string{"-consumers", "0"}, "-consumers"},
+		{[]string{"-consumers", "9"}, "-consumers"},
+		{[]string{"-consumers", "2", "-faulty", "3"}, "-faulty"},
+		{[]string{"-slow-for", "0s"}, "-slow-for"},
+		{[]string{"-slow-latency", "300ms"}, "-slow-latency"},
 		{[]string{"-vehicles", "17"}, "-vehicles"},
 		{[]string{"-degraded", "soon"}, "-degraded"},
 		{[]string{"-degraded", "0s"}, "-degraded"},

@@ -5,13 +5,12 @@ import (
 	"crypto/rand"
 	"embed"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
-	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"sort"
@@ -24,12 +23,15 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 
+	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/deliver"
 	"github.com/floodgate-go/floodgate/deliver/webhook"
 	"github.com/floodgate-go/floodgate/deliver/webhook/webhooktest"
 	"github.com/floodgate-go/floodgate/internal/exampleutil"
 	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/floodgate-go/floodgate/middleware"
+	"github.com/floodgate-go/floodgate/partner"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
@@ -49,6 +51,8 @@ const (
 	// cap and 5 consecutive successes.
 	probeConcurrency = 2
 	successesToClose = 5
+	// maxConsumers bounds -consumers.
+	maxConsumers = 8
 )
 
 // loadData parses the embedded fences and trace.
@@ -123,24 +127,27 @@ func (l *latencies) takeP99() time.Duration {
 	return d[(len(d)*99+99)/100-1]
 }
 
-// emitted is the set of trigger ids the evaluator published.
+// emitted is the set of trigger ids the evaluator published, each with
+// the consumer it was published for.
 type emitted struct {
 	mu  sync.Mutex
-	ids map[string]bool
-	n   atomic.Int64 // publishes, with re-publishes
+	ids map[string]string // trigger id -> partner key
+	n   atomic.Int64      // publishes, with re-publishes
 }
 
-func (e *emitted) add(id string) {
+func (e *emitted) add(id, key string) {
 	e.n.Add(1)
 	e.mu.Lock()
-	e.ids[id] = true
+	e.ids[id] = key
 	e.mu.Unlock()
 }
 
-func (e *emitted) has(id string) bool {
+// to returns the consumer trigger id was published for.
+func (e *emitted) to(id string) (string, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.ids[id]
+	key, ok := e.ids[id]
+	return key, ok
 }
 
 func (e *emitted) list() []string {
@@ -151,6 +158,73 @@ func (e *emitted) list() []string {
 		out = append(out, id)
 	}
 	return out
+}
+
+// consumer is one downstream webhook consumer: its own endpoint (the
+// partner key), secret, fault script and what the run counted for it.
+type consumer struct {
+	url      string // the webhook endpoint: the partner key
+	faulty   bool   // has the outage (the P99 spike)
+	hook     *webhooktest.Consumer
+	sw       *recoverySwitch // the faulty consumer's; nil for the others
+	srv      *httptest.Server
+	sender   *webhook.Sender
+	drain    exampleutil.DrainTimer
+	ids      []string // triggers produced for it
+	received map[string]int
+}
+
+// newConsumer starts consumer i (1-based) on a real HTTP server on
+// loopback: it verifies the HMAC signature with a secret of its own,
+// records every idempotency key, and follows its fault script. The faulty
+// one follows the design note's (healthy, then a P99 spike, then
+// recovered); the others have a slow period of their own (-slow-at,
+// -slow-for, -slow-latency), below the breaker's slow-call threshold.
+func newConsumer(i int, o options) (*consumer, error) {
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	c := &consumer{faulty: i == o.faulty}
+	degraded := o.degraded
+	if o.degradedCalls > 0 {
+		degraded = callHold
+	}
+	script := []webhooktest.Phase{{Name: "slow", Duration: o.slowFor, Latency: o.slowLatency}, {Name: "healthy", Latency: o.fast}}
+	if o.slowAt > 0 {
+		script = append([]webhooktest.Phase{{Name: "healthy", Duration: o.slowAt, Latency: o.fast}}, script...)
+	}
+	if c.faulty {
+		script = webhooktest.Degraded(degraded, o.fast, o.spike, o.slowFraction)
+		if o.healthyFor > 0 {
+			script = append([]webhooktest.Phase{{Name: "healthy", Duration: o.healthyFor, Latency: o.fast}}, script...)
+		}
+	}
+	var err error
+	if c.hook, err = webhooktest.New(webhooktest.Config{Secret: secret, Script: script}); err != nil {
+		return nil, err
+	}
+	var h http.Handler = c.hook
+	if c.faulty {
+		c.sw = &recoverySwitch{consumer: c.hook, calls: o.degradedCalls, skip: o.healthyFor + degraded}
+		h = c.sw
+	}
+	c.srv = httptest.NewServer(h)
+	c.url = fmt.Sprintf("%s/hooks/consumer-%d", c.srv.URL, i)
+	if c.sender, err = webhook.NewSender(webhook.Config{URL: c.url, Secret: secret, Timeout: o.timeout}); err != nil {
+		c.srv.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// start starts the consumer's fault script at t.
+func (c *consumer) start(t time.Time) {
+	if c.sw != nil {
+		c.sw.start(t)
+		return
+	}
+	c.hook.StartAt(t)
 }
 
 // run does the whole job and returns its summary. The summary is returned
@@ -183,106 +257,36 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		return nil, err
 	}
 
-	// 2. The webhook consumer, on a real HTTP server on loopback: it verifies
-	// the HMAC signature, records every idempotency key, and follows the
-	// design note's script: healthy, then a P99 spike, then recovered.
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
-		return nil, err
+	// 2. The webhook consumers, each with its own endpoint, secret and
+	// fault script. A van's triggers go to one consumer (vans in turn).
+	consumers := make([]*consumer, o.consumers)
+	byURL := map[string]*consumer{}
+	for i := range consumers {
+		c, err := newConsumer(i+1, o)
+		if err != nil {
+			return nil, err
+		}
+		defer c.srv.Close()
+		consumers[i], byURL[c.url] = c, c
 	}
-	degraded := o.degraded
-	if o.degradedCalls > 0 {
-		degraded = callHold
-	}
-	script := webhooktest.Degraded(degraded, o.fast, o.spike, o.slowFraction)
-	if o.healthyFor > 0 {
-		script = append([]webhooktest.Phase{{Name: "healthy", Duration: o.healthyFor, Latency: o.fast}}, script...)
-	}
-	consumer, err := webhooktest.New(webhooktest.Config{Secret: secret, Script: script})
-	if err != nil {
-		return nil, err
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	partner := &recoverySwitch{consumer: consumer, calls: o.degradedCalls, skip: o.healthyFor + degraded}
-	httpSrv := &http.Server{Handler: partner, ReadHeaderTimeout: 5 * time.Second}
-	go httpSrv.Serve(ln)
-	defer httpSrv.Close()
-	sender, err := webhook.NewSender(webhook.Config{
-		URL:     "http://" + ln.Addr().String() + "/hooks/geofence",
-		Secret:  secret,
-		Timeout: o.timeout,
-	})
-	if err != nil {
-		return nil, err
+	faulty := consumers[o.faulty-1]
+	route := map[string]string{} // vehicle -> partner key
+	for i, t := range tracks {
+		route[t.Vehicle] = consumers[i%len(consumers)].url
 	}
 
-	// 3. Breaker (latency-judged), retry queue, middleware, drainer.
-	b, err := breaker.New(breaker.Config{
-		Name:                  "geofence-webhook",
-		Seed:                  o.seed,
-		WindowSize:            20,
-		MinimumCalls:          10,
-		FailureRateThreshold:  0.5,
-		SlowCallDuration:      o.slowCall,
-		SlowCallRateThreshold: 0.2,
-		BaseOpenWindow:        time.Second,
-		MaxOpenWindow:         30 * time.Second,
-		BackoffFactor:         2,
-		Jitter:                0.2,
-		ProbeConcurrency:      probeConcurrency,
-		SuccessesToClose:      successesToClose,
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer b.Stop()
-	var trans transitionLog
-	var lat latencies
+	// 3. One call: a breaker per consumer (latency-judged), the retry queue
+	// and the per-partner drain, on the router.
+	var pc exampleutil.PartnerCounters
+	var trans transitionLog // the faulty consumer's
+	var lat latencies       // the faulty consumer's
 	calls := &callLog{slowCall: o.slowCall, before: map[string]int{}}
 	mctx, stopMetrics := context.WithCancel(ctx)
 	defer stopMetrics()
-	m, err := exampleutil.StartMetrics(mctx, o.metricsAddr) // nil when -metrics-addr is off
+	reg, err := exampleutil.StartMetrics(mctx, o.metricsAddr) // nil when -metrics-addr is off
 	if err != nil {
 		return nil, err
 	}
-	guard, err := exampleutil.NewGuard(ctx, exampleutil.GuardConfig{
-		NATS:            nc,
-		Breaker:         b,
-		Source:          triggerTopic,
-		Handler:         "trigger-webhook",
-		RetryTopic:      "floodgate_retry_" + runID,
-		DeadLetterTopic: "floodgate_dead_" + runID,
-		Timeout:         o.timeout + 3*time.Second,
-		DrainRate:       50,
-		Logger:          logger,
-		Deliver: func(msg *message.Message) ([]*message.Message, error) {
-			_, recovered := partner.recoveredAt(time.Now())
-			answered := calls.send(msg.UUID, !recovered, middleware.IsProbe(msg.Context()))
-			defer answered()
-			return nil, sender.Send(msg.Context(), msg.UUID, msg.Payload)
-		},
-		OnEvent: func(ev middleware.Event) {
-			calls.judged(ev, time.Now())
-			m.ObserveEvent(ev)
-			if ev.Admitted {
-				lat.add(ev.Latency)
-			}
-		},
-		OnTransition: trans.add,
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer guard.Close()
-	if err := errors.Join(m.WatchBreaker(guard.Queue.Partner(), b), m.WatchQueue(guard.Queue), m.WatchDrainer(guard.Queue.Partner(), guard.Drainer)); err != nil {
-		return nil, err
-	}
-
-	// 4. The router: one evaluator per fix shard, and the guarded delivery
-	// of triggers.
 	fixSub, err := jsq.NewSubscriber(jsq.SubscriberConfig{URL: nc.URL, Concurrency: 1, AckWait: 30 * time.Second})
 	if err != nil {
 		return nil, err
@@ -295,25 +299,84 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	em := &emitted{ids: map[string]bool{}}
+	retryTopic, deadTopic := "floodgate_retry_"+runID, "floodgate_dead_"+runID
+	fg, err := floodgate.New(ctx, router, floodgate.Config{
+		Name: "trigger-webhook", Topic: triggerTopic, Subscriber: trigSub, JetStream: nc.JetStream,
+		PartnerKey: func(m *message.Message) string { return m.Metadata.Get("webhook") },
+		Deliver: func(msg *message.Message) error {
+			key := msg.Metadata.Get("webhook")
+			c, ok := byURL[key]
+			if !ok {
+				return &deliver.Error{Kind: deliver.ErrPermanent, Op: "webhook send", Cause: fmt.Errorf("no consumer at %q", key)}
+			}
+			if c.faulty {
+				_, recovered := c.sw.recoveredAt(time.Now())
+				answered := calls.send(msg.UUID, !recovered, middleware.IsProbe(msg.Context()))
+				defer answered()
+			}
+			err := c.sender.Send(msg.Context(), msg.UUID, msg.Payload)
+			if err == nil && retryqueue.FromDrain(msg.Context()) {
+				pc.Of(key).Drained.Add(1)
+			}
+			return err
+		},
+		Partner: partner.PartnerConfig{Breaker: breaker.Config{
+			Seed:                  o.seed,
+			WindowSize:            20,
+			MinimumCalls:          10,
+			FailureRateThreshold:  0.5,
+			SlowCallDuration:      o.slowCall,
+			SlowCallRateThreshold: 0.2,
+			BaseOpenWindow:        time.Second,
+			MaxOpenWindow:         30 * time.Second,
+			BackoffFactor:         2,
+			Jitter:                0.2,
+			ProbeConcurrency:      probeConcurrency,
+			SuccessesToClose:      successesToClose,
+		}},
+		Timeout: o.timeout + 3*time.Second,
+		Queue:   retryqueue.Config{RetryTopic: retryTopic, DeadLetterTopic: deadTopic},
+		Drain:   retryqueue.PartnerDrainerConfig{Drainer: retryqueue.DrainerConfig{Rate: 50}},
+		Metrics: reg,
+		OnEvent: func(ev middleware.Event) {
+			pc.OnEvent(ev)
+			if ev.PartnerKey == faulty.url {
+				calls.judged(ev, time.Now())
+				if ev.Admitted {
+					lat.add(ev.Latency)
+				}
+			}
+		},
+		OnTransition: func(p *partner.Partner, t breaker.Transition) {
+			pc.OnTransition(p, t)
+			if c := byURL[p.Key()]; c != nil {
+				c.drain.Transition(t)
+				if c == faulty {
+					trans.add(t)
+				}
+			}
+		},
+		Logger: logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer fg.Close()
+	nc.Track(retryTopic, deadTopic)
+
+	// 4. The evaluators, one per fix shard, on the same router.
+	em := &emitted{ids: map[string]string{}}
 	var fixesIn atomic.Int64
 	for i, topic := range fixTopics {
-		h := &shardHandler{eval: eval, pub: nc.Publisher, topic: triggerTopic, emitted: em, seen: &fixesIn,
+		h := &shardHandler{eval: eval, pub: nc.Publisher, topic: triggerTopic, route: route, emitted: em, seen: &fixesIn,
 			states: map[string]*vehicleState{}}
 		router.AddConsumerHandler(fmt.Sprintf("geofence-eval-%d", i), topic, fixSub, h.handle)
 	}
-	router.AddConsumerHandler("trigger-webhook", triggerTopic, trigSub, func(msg *message.Message) error {
-		_, err := guard.Handler(msg)
-		return err
-	})
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var wg sync.WaitGroup
 	routerErr := make(chan error, 1)
-	wg.Add(2)
-	go func() { defer wg.Done(); routerErr <- router.Run(runCtx) }()
-	go func() { defer wg.Done(); _ = guard.Drainer.Run(runCtx) }()
+	go func() { routerErr <- router.Run(runCtx) }()
 	select {
 	case <-router.Running():
 	case err := <-routerErr:
@@ -322,7 +385,9 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 
 	// 5. Replay the trace: one publisher per van, at -speed.
 	produceStart := time.Now()
-	partner.start(produceStart)
+	for _, c := range consumers {
+		c.start(produceStart)
+	}
 	replayed := make(chan map[string]int, 1)
 	go func() { replayed <- replay(runCtx, nc.Publisher, fixTopics, tracks, o) }()
 
@@ -333,14 +398,34 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	if !o.quiet {
-		fmt.Fprintf(out, "%5s  %-9s  %5s  %8s  %8s  %6s  %8s  %7s  %7s  %6s  %-9s  %s\n",
-			"t", "breaker", "fixes", "triggers", "admitted", "probes", "diverted", "backlog", "drained", "p99ms", "consumer", "transitions")
+		fmt.Fprintf(out, "consumers (faulty: %d): %s\n", o.faulty, strings.Join(urls(consumers), " "))
+		fmt.Fprintf(out, "%5s  %-*s  %5s  %8s  %8s  %6s  %8s  %7s  %7s  %6s  %-*s  %s\n",
+			"t", 10*len(consumers), "breakers", "fixes", "triggers", "admitted", "probes", "diverted", "backlog", "drained", "p99ms",
+			9*len(consumers), "consumers", "transitions")
+	}
+	// backlogs reads each consumer's retry backlog (ok false when it
+	// cannot be read).
+	backlogs := func(ctx context.Context) (map[string]int, bool) {
+		st, err := fg.Drain().Status(ctx)
+		if err != nil {
+			return nil, false
+		}
+		m := map[string]int{}
+		for _, s := range st {
+			m[s.Key] += int(s.Backlog)
+		}
+		return m, true
 	}
 	// unsettled counts the messages still in a stream: triggers in the
 	// retry backlog, fixes and triggers not yet handled or acked (a fix may
 	// still give a trigger). They are queued, not lost.
 	unsettled := func(ctx context.Context) int {
-		queued := guard.Backlog(ctx)
+		queued := 0
+		if bl, ok := backlogs(ctx); ok {
+			for _, n := range bl {
+				queued += n
+			}
+		}
 		for _, topic := range append(slices.Clone(fixTopics), triggerTopic) {
 			if n, err := retryqueue.Depth(ctx, nc.JetStream, topic, jsq.DefaultConsumerName(topic)); err == nil {
 				queued += int(n)
@@ -348,6 +433,13 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		}
 		return queued
 	}
+	state := func(c *consumer) breaker.State {
+		if p, ok := fg.Partners().Lookup(c.url); ok {
+			return p.Breaker().State()
+		}
+		return breaker.StateClosed
+	}
+	total := pc.Sum
 	type snap struct{ fixes, triggers, admitted, probes, diverted, drained int64 }
 	var prev snap
 	var settleBy time.Time
@@ -361,24 +453,42 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 			replayed = nil
 			expected = eval.evaluateAll(tracks, published)
 		case now := <-tick.C:
-			c := guard.Counters
-			cur := snap{fixesIn.Load(), em.n.Load(), c.Admitted.Load(), c.Probes.Load(), c.Diverted.Load(), int64(guard.Drainer.Stats().Drained)}
-			depth := guard.Backlog(runCtx)
+			cur := snap{fixesIn.Load(), em.n.Load(),
+				total(func(c *exampleutil.Counters) int64 { return c.Admitted.Load() }),
+				total(func(c *exampleutil.Counters) int64 { return c.Probes.Load() }),
+				total(func(c *exampleutil.Counters) int64 { return c.Diverted.Load() }),
+				total(func(c *exampleutil.Counters) int64 { return c.Drained.Load() })}
+			bl, ok := backlogs(runCtx)
+			depth, closed := -1, true
+			if ok {
+				depth = 0
+			}
+			states, phases := make([]string, len(consumers)), make([]string, len(consumers))
+			for i, c := range consumers {
+				if ok {
+					c.drain.Sample(now, bl[c.url])
+					depth += bl[c.url]
+				}
+				st := state(c)
+				closed = closed && st == breaker.StateClosed
+				states[i], phases[i] = st.String(), c.hook.PhaseAt(now).Name
+			}
 			sum.BacklogPeak = max(sum.BacklogPeak, depth)
-			recoverAt, isRecovered := partner.recoveredAt(now)
+			recoverAt, isRecovered := faulty.sw.recoveredAt(now)
 			if !o.quiet {
 				if !recovered && isRecovered {
-					fmt.Fprintf(out, "%4.1fs  ---- consumer recovered ----\n", recoverAt.Sub(produceStart).Seconds())
+					fmt.Fprintf(out, "%4.1fs  ---- consumer %d recovered ----\n", recoverAt.Sub(produceStart).Seconds(), o.faulty)
 				}
-				fmt.Fprintf(out, "%4.0fs  %-9s  %5d  %8d  %8d  %6d  %8d  %7d  %7d  %6d  %-9s  %s\n",
-					now.Sub(produceStart).Seconds(), b.State(), cur.fixes-prev.fixes, cur.triggers-prev.triggers,
+				fmt.Fprintf(out, "%4.0fs  %-*s  %5d  %8d  %8d  %6d  %8d  %7d  %7d  %6d  %-*s  %s\n",
+					now.Sub(produceStart).Seconds(), 10*len(consumers), strings.Join(states, ","),
+					cur.fixes-prev.fixes, cur.triggers-prev.triggers,
 					cur.admitted-prev.admitted, cur.probes-prev.probes, cur.diverted-prev.diverted, depth,
-					cur.drained-prev.drained, lat.takeP99().Milliseconds(), consumer.PhaseAt(now).Name,
+					cur.drained-prev.drained, lat.takeP99().Milliseconds(), 9*len(consumers), strings.Join(phases, ","),
 					describe(trans.take(), produceStart))
 			}
 			recovered = recovered || isRecovered
 			prev = cur
-			if expected != nil && (depth == 0 && b.State() == breaker.StateClosed && accounted(expected, consumer, guard.Counters) &&
+			if expected != nil && (depth == 0 && closed && accounted(expected, route, byURL, &pc) &&
 				unsettled(runCtx) == 0 || now.After(settleBy)) {
 				done = true
 			}
@@ -388,52 +498,60 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	if err := router.Close(); err != nil {
 		fmt.Fprintln(out, "router close:", err)
 	}
-	wg.Wait()
 
-	// 7. Verify what the consumer received against what the fixes give.
+	// 7. Verify what each consumer received against what the fixes give.
 	ids := em.list()
 	for id := range expected {
-		if !em.has(id) {
+		if _, ok := em.to(id); !ok {
 			ids = append(ids, id)
 		}
 	}
 	sort.Strings(ids)
-	deliveries := consumer.Deliveries()
-	sum.Account(ids, func(id string) int { return deliveries[id] }, guard.Counters.Dead)
-	sum.Unsettled(unsettled(ctx))
+	for _, c := range consumers {
+		c.received = c.hook.Deliveries()
+	}
 	for _, id := range ids {
-		want, ok := expected[id]
+		key, ok := em.to(id)
+		want, isExpected := expected[id]
 		if !ok {
+			key = route[want.Vehicle]
+		}
+		if c := byURL[key]; c != nil {
+			c.ids = append(c.ids, id)
+		}
+		if !isExpected {
 			sum.Unexpected++
 			continue
 		}
-		if body, ok := consumer.Body(id); ok {
-			var got trigger
-			if json.Unmarshal(body, &got) != nil || !sameTrigger(got, want) {
-				sum.ContentMismatches++
+		if c := byURL[key]; c != nil {
+			if body, ok := c.hook.Body(id); ok {
+				var got trigger
+				if json.Unmarshal(body, &got) != nil || !sameTrigger(got, want) {
+					sum.ContentMismatches++
+				}
 			}
 		}
 	}
+	bl, _ := backlogs(context.Background())
+	account(sum, consumers, &pc, bl, unsettled(ctx))
 	for _, n := range published {
 		sum.Fixes += n
 	}
-	st := consumer.Stats()
 	sum.TriggersExpected = len(expected)
-	sum.Diverted = int(guard.Counters.Diverted.Load())
-	sum.DeadLettered = int(guard.Counters.DeadLettered.Load())
-	sum.Trips = int(guard.Counters.Trips.Load())
-	sum.Probes = int(guard.Counters.Probes.Load())
-	sum.Drained = int(guard.Drainer.Stats().Drained)
-	sum.SlowResponses = st.Slow
-	sum.SignatureFailures = st.BadSignatures
-	sum.PartnerErrors = st.Slow + st.Rejected + st.BadSignatures + st.BadRequests
+	sum.Probes = int(total(func(c *exampleutil.Counters) int64 { return c.Probes.Load() }))
+	for _, c := range consumers {
+		st := c.hook.Stats()
+		sum.SlowResponses += st.Slow
+		sum.SignatureFailures += st.BadSignatures
+		sum.PartnerErrors += st.Slow + st.Rejected + st.BadSignatures + st.BadRequests
+	}
 	graceEnd, slowAfter, maxProbes := calls.result()
 	sum.SlowAfterRecovery, sum.MaxProbesInFlight = slowAfter, maxProbes
-	recoverAt, ok := partner.recoveredAt(time.Now())
+	recoverAt, ok := faulty.sw.recoveredAt(time.Now())
 	if !ok {
 		recoverAt = time.Time{} // -degraded-calls not reached
 	}
-	recovery(sum, trans.snapshot(), b.State(), produceStart, recoverAt, graceEnd)
+	recovery(sum, trans.snapshot(), state(faulty), produceStart, recoverAt, graceEnd)
 	sum.Elapsed(start)
 	if !o.quiet {
 		sum.print(out)
@@ -442,6 +560,58 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		return sum, ctx.Err()
 	}
 	return sum, nil
+}
+
+// urls lists the consumers' endpoints.
+func urls(cs []*consumer) []string {
+	out := make([]string, len(cs))
+	for i, c := range cs {
+		out[i] = c.url
+	}
+	return out
+}
+
+// account fills in the summary's per-consumer and total accounting: each
+// consumer's receipts are checked against the triggers produced for it (a
+// trigger another consumer received is misdelivered); backlog is each
+// consumer's retry backlog at the end, queued everything still in a stream.
+func account(sum *summary, consumers []*consumer, pc *exampleutil.PartnerCounters, backlog map[string]int, queued int) {
+	sum.Partners = nil
+	for i, c := range consumers {
+		cnt := pc.Of(c.url)
+		ps := exampleutil.PartnerSummary{Partner: c.url, Faulty: c.faulty}
+		elsewhere := func(id string) int {
+			n := 0
+			for j, o := range consumers {
+				if j != i {
+					n += o.received[id]
+				}
+			}
+			return n
+		}
+		ps.Account(c.ids, func(id string) int { return c.received[id] }, elsewhere, cnt.Dead)
+		ps.Unsettled(backlog[c.url])
+		ps.Diverted, ps.DeadLettered = int(cnt.Diverted.Load()), int(cnt.DeadLettered.Load())
+		ps.Drained, ps.Trips, ps.DrainS = int(cnt.Drained.Load()), int(cnt.Trips.Load()), c.drain.Seconds()
+		sum.Partners = append(sum.Partners, ps)
+
+		sum.Produced += ps.Produced
+		sum.DeliveredUnique += ps.Delivered
+		sum.Duplicates += ps.Duplicates
+		sum.Misdelivered += ps.Misdelivered
+		sum.Lost += ps.Lost
+		sum.Diverted += ps.Diverted
+		sum.DeadLettered += ps.DeadLettered
+		sum.Drained += ps.Drained
+		sum.Trips += ps.Trips
+	}
+	// Triggers and fixes still in a stream are not lost either.
+	inBacklog := 0
+	for _, c := range consumers {
+		inBacklog += backlog[c.url]
+	}
+	sum.Queued = queued
+	sum.Lost = max(0, sum.Lost-max(0, queued-inBacklog))
 }
 
 // recovery fills in the summary's recovery figures from the transitions.
@@ -511,12 +681,16 @@ func sameTrigger(a, b trigger) bool {
 		a.Time.Equal(b.Time) && a.Lon == b.Lon && a.Lat == b.Lat && a.FenceKind == b.FenceKind
 }
 
-// accounted reports whether every expected trigger reached the consumer or
-// was dead-lettered.
-func accounted(expected map[string]trigger, consumer *webhooktest.Consumer, c *exampleutil.Counters) bool {
-	got := consumer.Deliveries()
-	for id := range expected {
-		if got[id] == 0 && !c.Dead(id) {
+// accounted reports whether every expected trigger reached its consumer
+// or was dead-lettered.
+func accounted(expected map[string]trigger, route map[string]string, byURL map[string]*consumer, pc *exampleutil.PartnerCounters) bool {
+	got := map[string]map[string]int{}
+	for key, c := range byURL {
+		got[key] = c.hook.Deliveries()
+	}
+	for id, tr := range expected {
+		key := route[tr.Vehicle]
+		if got[key][id] == 0 && !pc.Of(key).Dead(id) {
 			return false
 		}
 	}
@@ -532,6 +706,7 @@ type shardHandler struct {
 	eval    *evaluator
 	pub     message.Publisher
 	topic   string
+	route   map[string]string // vehicle -> consumer (partner key); read-only
 	emitted *emitted
 	seen    *atomic.Int64
 
@@ -564,6 +739,7 @@ func (h *shardHandler) handle(msg *message.Message) error {
 		m.Metadata.Set("vehicle", tr.Vehicle)
 		m.Metadata.Set("fence", tr.Fence)
 		m.Metadata.Set("event", tr.Event)
+		m.Metadata.Set("webhook", h.route[tr.Vehicle])
 		msgs = append(msgs, m)
 	}
 	for len(msgs) > 0 {
@@ -578,7 +754,7 @@ func (h *shardHandler) handle(msg *message.Message) error {
 		}
 	}
 	for _, tr := range trs {
-		h.emitted.add(tr.ID)
+		h.emitted.add(tr.ID, h.route[tr.Vehicle])
 	}
 	h.mu.Lock()
 	h.states[f.Vehicle] = next

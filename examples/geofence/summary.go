@@ -8,8 +8,10 @@ import (
 )
 
 // summary is the run's outcome; -summary writes it as one JSON object. The
-// keys of [exampleutil.Summary] come first (partner_errors counts the
-// consumer's slow and error answers), then the geofence ones.
+// keys of [exampleutil.Summary] come first, totals over the consumers
+// (partner_errors counts their slow and error answers) and "partners" per
+// consumer, then the geofence ones: the recovery figures, open windows,
+// closes and probes in flight are the faulty consumer's.
 type summary struct {
 	exampleutil.Summary
 	// ClosedAfterRecoveryS is how long after the consumer's recovery the
@@ -58,19 +60,21 @@ type summary struct {
 }
 
 func (s *summary) print(w io.Writer) {
+	fmt.Fprintln(w)
+	exampleutil.PrintPartners(w, s.Partners)
 	fmt.Fprintf(w, "\nfixes %d, triggers produced %d (expected %d, unexpected %d)\n", s.Fixes, s.Produced, s.TriggersExpected, s.Unexpected)
-	fmt.Fprintf(w, "delivered %d unique (%d duplicates recognised by idempotency key), dead-lettered %d, still queued %d, lost %d, content mismatches %d, signature failures %d\n",
-		s.DeliveredUnique, s.Duplicates, s.DeadLettered, s.Queued, s.Lost, s.ContentMismatches, s.SignatureFailures)
-	fmt.Fprintf(w, "trips %d, open windows %v s, probes %d (at most %d in flight), closes %d, diverted %d, drained %d, backlog peak %d, slow answers %d, partner errors %d\n",
+	fmt.Fprintf(w, "delivered %d unique (%d duplicates recognised by idempotency key), misdelivered %d, dead-lettered %d, still queued %d, lost %d, content mismatches %d, signature failures %d\n",
+		s.DeliveredUnique, s.Duplicates, s.Misdelivered, s.DeadLettered, s.Queued, s.Lost, s.ContentMismatches, s.SignatureFailures)
+	fmt.Fprintf(w, "trips %d (faulty consumer: open windows %v s, probes %d (at most %d in flight), closes %d), diverted %d, drained %d, backlog peak %d, slow answers %d, partner errors %d\n",
 		s.Trips, s.OpenWindowsS, s.Probes, s.MaxProbesInFlight, s.Closes, s.Diverted, s.Drained, s.BacklogPeak, s.SlowResponses, s.PartnerErrors)
 	closed := fmt.Sprintf("%.1fs after", s.ClosedAfterRecoveryS)
 	if s.ClosedAfterRecoveryS < 0 {
 		closed = "never"
 	}
 	if s.RecoverAtS < 0 {
-		fmt.Fprintf(w, "consumer never recovered; elapsed %.1fs\n", s.ElapsedS)
+		fmt.Fprintf(w, "faulty consumer never recovered; elapsed %.1fs\n", s.ElapsedS)
 		return
 	}
-	fmt.Fprintf(w, "consumer recovered at %.1fs; breaker closed %s; re-trips after recovery %d (+%d within the %.1fs grace; %d calls judged slow after recovery); elapsed %.1fs\n",
+	fmt.Fprintf(w, "faulty consumer recovered at %.1fs; breaker closed %s; re-trips after recovery %d (+%d within the %.1fs grace; %d calls judged slow after recovery); elapsed %.1fs\n",
 		s.RecoverAtS, closed, s.RetripsAfterRecovery, s.TripsInRecoveryGrace, s.RecoveryGraceS, s.SlowAfterRecovery, s.ElapsedS)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/middleware"
+	"github.com/floodgate-go/floodgate/partner"
 )
 
 // Counters tally what the middleware ([Counters.OnEvent]) and the breaker
@@ -31,6 +32,9 @@ type Counters struct {
 	Deferred atomic.Int64
 	// Trips counts transitions to open, from closed or half-open.
 	Trips atomic.Int64
+	// Drained counts backlog messages the partner took: the example's
+	// delivery function adds them (retryqueue.FromDrain tells them).
+	Drained atomic.Int64
 
 	mu   sync.Mutex
 	dead map[string]bool // UUIDs dead-lettered
@@ -76,4 +80,69 @@ func (c *Counters) Dead(uuid string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.dead[uuid]
+}
+
+// PartnerCounters are [Counters] per partner key, fed by floodgate's
+// Config.OnEvent ([PartnerCounters.OnEvent]) and Config.OnTransition
+// ([PartnerCounters.OnTransition]). The zero value is ready to use; its
+// methods are safe for concurrent use.
+type PartnerCounters struct {
+	mu sync.Mutex
+	m  map[string]*Counters
+}
+
+// Of returns key's counters, creating them on first use.
+func (p *PartnerCounters) Of(key string) *Counters {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.m[key]
+	if c == nil {
+		if p.m == nil {
+			p.m = map[string]*Counters{}
+		}
+		c = &Counters{}
+		p.m[key] = c
+	}
+	return c
+}
+
+// OnEvent counts ev for its partner (ev.PartnerKey).
+func (p *PartnerCounters) OnEvent(ev middleware.Event) { p.Of(ev.PartnerKey).OnEvent(ev) }
+
+// OnTransition counts t for partner pt.
+func (p *PartnerCounters) OnTransition(pt *partner.Partner, t breaker.Transition) {
+	p.Of(pt.Key()).OnTransition(t)
+}
+
+// Sum adds f over every partner's counters, e.g. the admitted messages of
+// all partners: Sum(func(c *Counters) int64 { return c.Admitted.Load() }).
+func (p *PartnerCounters) Sum(f func(*Counters) int64) int64 {
+	p.mu.Lock()
+	cs := make([]*Counters, 0, len(p.m))
+	for _, c := range p.m {
+		cs = append(cs, c)
+	}
+	p.mu.Unlock()
+	var n int64
+	for _, c := range cs {
+		n += f(c)
+	}
+	return n
+}
+
+// Dead reports whether the message with this UUID was dead-lettered, for
+// any partner.
+func (p *PartnerCounters) Dead(uuid string) bool {
+	p.mu.Lock()
+	cs := make([]*Counters, 0, len(p.m))
+	for _, c := range p.m {
+		cs = append(cs, c)
+	}
+	p.mu.Unlock()
+	for _, c := range cs {
+		if c.Dead(uuid) {
+			return true
+		}
+	}
+	return false
 }

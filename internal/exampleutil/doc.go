@@ -7,16 +7,15 @@
 //     context and a confirming publisher; the streams it provisions are
 //     deleted again on an external server by [NATS.Close], so a run leaves
 //     it as it found it.
-//   - [NewGuard]: a breaker-guarded delivery on the retry queue, wired the
-//     same way in every example: [retryqueue.Provision] and [retryqueue.New],
-//     [middleware.New] around the delivery handler, a [retryqueue.Drainer]
-//     behind [middleware.DrainGate], and a breaker listener that counts trips
-//     and wakes the drainer.
-//   - [Counters]: what the middleware and the breaker reported, for the
-//     per-second timeline and the summary.
-//   - [Summary]: the keys every example's -summary JSON has, and
-//     [Summary.Account], which checks what a partner received against what
-//     was produced.
+//   - [StartMetrics]: a Prometheus registry served at -metrics-addr, for
+//     floodgate.Config.Metrics.
+//   - [Counters] and [PartnerCounters]: what the middleware and each
+//     partner's breaker reported, for the per-second timeline and the
+//     summary; [DrainTimer]: a partner's drain time.
+//   - [Summary]: the keys every example's -summary JSON has, totals over
+//     its partners; [PartnerSummary.Account] checks what each partner
+//     received against what was produced for it, counting what another
+//     partner received as misdelivered.
 //   - [FlagCheck]: range checks for command-line flags whose errors name the
 //     flag.
 //

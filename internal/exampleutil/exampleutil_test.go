@@ -6,83 +6,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/floodgate-go/floodgate/breaker"
-	"github.com/floodgate-go/floodgate/internal/configtest"
 	"github.com/floodgate-go/floodgate/internal/exampleutil"
 	"github.com/floodgate-go/floodgate/internal/natstest"
+	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/floodgate-go/floodgate/middleware"
 )
-
-// TestGuardDivertsAndDrains wires a guard on an embedded JetStream server:
-// a message rejected by the open breaker is diverted to the retry queue,
-// and once the breaker closes the drainer delivers it through the same
-// guarded handler.
-func TestGuardDivertsAndDrains(t *testing.T) {
-	nc, err := exampleutil.StartNATS("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	if !nc.Embedded() {
-		t.Fatal("no URL given, but not embedded")
-	}
-	b, err := breaker.New(breaker.Config{Name: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Stop()
-	var delivered atomic.Int64
-	var transitions atomic.Int64
-	var events atomic.Int64
-	g, err := exampleutil.NewGuard(context.Background(), exampleutil.GuardConfig{
-		NATS:            nc,
-		Breaker:         b,
-		Source:          "orders",
-		RetryTopic:      "retry_guard_test",
-		DeadLetterTopic: "dead_guard_test",
-		Deliver: func(*message.Message) ([]*message.Message, error) {
-			delivered.Add(1)
-			return nil, nil
-		},
-		OnEvent:      func(middleware.Event) { events.Add(1) },
-		OnTransition: func(breaker.Transition) { transitions.Add(1) },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer g.Close()
-
-	b.ForceOpen()
-	if _, err := g.Handler(message.NewMessage("m-1", []byte("x"))); err != nil {
-		t.Fatal(err)
-	}
-	c := g.Counters
-	if c.Diverted.Load() != 1 || c.Admitted.Load() != 0 || delivered.Load() != 0 || c.Trips.Load() != 1 {
-		t.Fatalf("diverted %d, admitted %d, delivered %d, trips %d; want 1, 0, 0, 1",
-			c.Diverted.Load(), c.Admitted.Load(), delivered.Load(), c.Trips.Load())
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- g.Drainer.Run(ctx) }()
-	natstest.Eventually(t, 10*time.Second, func() bool { return g.Backlog(ctx) == 1 }, "backlog never reached 1")
-	b.ForceClose()
-	natstest.Eventually(t, 10*time.Second, func() bool { return delivered.Load() == 1 && g.Backlog(ctx) == 0 },
-		"drain did not deliver: delivered %d", natstest.Now(func() any { return delivered.Load() }))
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
-	if c.Delivered.Load() != 1 || events.Load() != 2 || transitions.Load() != 2 {
-		t.Errorf("delivered %d, events %d, transitions %d; want 1, 2, 2", c.Delivered.Load(), events.Load(), transitions.Load())
-	}
-}
 
 // TestCloseDeletesStreamsOnExternalServer: a run on an external server
 // leaves it as it found it.
@@ -99,18 +33,14 @@ func TestCloseDeletesStreamsOnExternalServer(t *testing.T) {
 	if err := nc.EnsureStreams(ctx, "src_close_test"); err != nil {
 		t.Fatal(err)
 	}
-	b, err := breaker.New(breaker.Config{})
-	if err != nil {
-		t.Fatal(err)
+	// Streams made elsewhere (floodgate.New's retry and dead-letter
+	// streams) are deleted too once tracked.
+	for _, topic := range []string{"retry_close_test", "dead_close_test"} {
+		if _, err := jsq.EnsureStream(ctx, nc.JetStream, topic); err != nil {
+			t.Fatal(err)
+		}
 	}
-	defer b.Stop()
-	g, err := exampleutil.NewGuard(ctx, exampleutil.GuardConfig{NATS: nc, Breaker: b, Source: "orders",
-		RetryTopic: "retry_close_test", DeadLetterTopic: "dead_close_test",
-		Deliver: func(*message.Message) ([]*message.Message, error) { return nil, nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	g.Close()
+	nc.Track("retry_close_test", "dead_close_test")
 	nc.Close()
 	nc.Close() // harmless
 
@@ -120,39 +50,6 @@ func TestCloseDeletesStreamsOnExternalServer(t *testing.T) {
 			t.Errorf("stream %s after Close: %v, want not found", s, err)
 		}
 	}
-}
-
-// GuardConfig.Validate leaves the config as it is and names a missing
-// required field; NewGuard rejects the config the same way before it
-// provisions anything.
-func TestNewGuardRequiresFields(t *testing.T) {
-	nc := &exampleutil.NATS{}
-	b := &breaker.Breaker{}
-	deliver := func(*message.Message) ([]*message.Message, error) { return nil, nil }
-	configtest.Run(t, exampleutil.ErrInvalidConfig, []configtest.Case[exampleutil.GuardConfig]{
-		// minimal: optional fields zero
-		{Name: "minimal", Cfg: exampleutil.GuardConfig{NATS: nc, Breaker: b, Deliver: deliver, Source: "orders"}},
-		{Name: "NATS", Cfg: exampleutil.GuardConfig{}, Want: "GuardConfig.NATS"},
-		{Name: "Breaker", Cfg: exampleutil.GuardConfig{NATS: nc}, Want: "GuardConfig.Breaker"},
-		{Name: "Deliver", Cfg: exampleutil.GuardConfig{NATS: nc, Breaker: b}, Want: "GuardConfig.Deliver"},
-		{Name: "Source", Cfg: exampleutil.GuardConfig{NATS: nc, Breaker: b, Deliver: deliver}, Want: "GuardConfig.Source"},
-	}, &configtest.Options[exampleutil.GuardConfig]{
-		// Deliver, a func reflect.DeepEqual cannot compare, stands in as
-		// whether it is set.
-		Snapshot: func(c exampleutil.GuardConfig) any {
-			type snapshot struct {
-				Cfg     exampleutil.GuardConfig
-				Deliver bool
-			}
-			s := snapshot{c, c.Deliver != nil}
-			s.Cfg.Deliver = nil
-			return s
-		},
-		New: func(c exampleutil.GuardConfig) error {
-			_, err := exampleutil.NewGuard(context.Background(), c)
-			return err
-		},
-	})
 }
 
 func TestStartNATSBadURL(t *testing.T) {
@@ -188,23 +85,88 @@ func TestCounters(t *testing.T) {
 	}
 }
 
-func TestSummaryAccount(t *testing.T) {
-	received := map[string]int{"a": 1, "b": 3, "d": 0}
+// PartnerCounters keeps each partner's counts apart and sums them.
+func TestPartnerCounters(t *testing.T) {
+	var pc exampleutil.PartnerCounters
+	pc.OnEvent(middleware.Event{UUID: "a", PartnerKey: "A", Action: middleware.Delivered, Admitted: true})
+	pc.OnEvent(middleware.Event{UUID: "b", PartnerKey: "B", Action: middleware.Diverted, Admitted: true})
+	pc.OnEvent(middleware.Event{UUID: "c", PartnerKey: "B", Action: middleware.DeadLettered, Admitted: true})
+	if pc.Of("A").Delivered.Load() != 1 || pc.Of("A").Diverted.Load() != 0 || pc.Of("B").Diverted.Load() != 1 {
+		t.Errorf("A delivered %d diverted %d, B diverted %d; want 1, 0, 1",
+			pc.Of("A").Delivered.Load(), pc.Of("A").Diverted.Load(), pc.Of("B").Diverted.Load())
+	}
+	if n := pc.Sum(func(c *exampleutil.Counters) int64 { return c.Admitted.Load() }); n != 3 {
+		t.Errorf("admitted in all = %d, want 3", n)
+	}
+	if !pc.Dead("c") || pc.Dead("b") || pc.Of("A").Dead("c") {
+		t.Error("Dead: want c, for B only")
+	}
+}
+
+// A partner's accounting counts a message another partner received as
+// misdelivered, and one received nowhere as lost unless queued.
+func TestPartnerSummaryAccount(t *testing.T) {
+	own := map[string]int{"a": 1, "b": 2}
+	other := map[string]int{"c": 1}
+	var s exampleutil.PartnerSummary
+	s.Account([]string{"a", "b", "c", "d", "e"}, func(id string) int { return own[id] },
+		func(id string) int { return other[id] }, func(id string) bool { return id == "d" })
+	if s.Produced != 5 || s.Delivered != 2 || s.Duplicates != 1 || s.Misdelivered != 1 || s.Lost != 2 {
+		t.Errorf("produced %d, delivered %d, duplicates %d, misdelivered %d, lost %d; want 5, 2, 1, 1, 2",
+			s.Produced, s.Delivered, s.Duplicates, s.Misdelivered, s.Lost)
+	}
+	s.Unsettled(1)
+	if s.Queued != 1 || s.Lost != 1 {
+		t.Errorf("queued %d, lost %d; want 1, 1", s.Queued, s.Lost)
+	}
+	var out strings.Builder
+	exampleutil.PrintPartners(&out, []exampleutil.PartnerSummary{s, {Partner: "B", Faulty: true}})
+	if !strings.Contains(out.String(), "misdelivered") || !strings.Contains(out.String(), "B (faulty)") {
+		t.Errorf("PrintPartners:\n%s", out.String())
+	}
+}
+
+// DrainTimer measures from the last recovery to the first empty backlog
+// after it.
+func TestDrainTimer(t *testing.T) {
+	t0 := time.Date(2026, 3, 2, 7, 0, 0, 0, time.UTC)
+	at := func(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+	tr := func(to breaker.State, s float64) breaker.Transition { return breaker.Transition{To: to, At: at(s)} }
+
+	var none exampleutil.DrainTimer
+	none.Sample(at(1), 0)
+	if got := none.Seconds(); got != 0 {
+		t.Errorf("no backlog: %v, want 0", got)
+	}
+
+	var d exampleutil.DrainTimer
+	d.Transition(tr(breaker.StateOpen, 1))
+	d.Sample(at(2), 5)
+	d.Transition(tr(breaker.StateClosed, 3)) // recovered
+	d.Transition(tr(breaker.StateOpen, 4))   // re-trip: measure again
+	d.Sample(at(4.5), 7)
+	if got := d.Seconds(); got != -1 {
+		t.Errorf("open with a backlog: %v, want -1", got)
+	}
+	d.Transition(tr(breaker.StateHalfOpen, 5))
+	d.Transition(tr(breaker.StateClosed, 6))
+	d.Sample(at(7), 3)
+	d.Sample(at(8.5), 0)
+	d.Sample(at(9), 0)
+	if got := d.Seconds(); got != 2.5 {
+		t.Errorf("drain = %v, want 2.5 (close at 6, empty at 8.5)", got)
+	}
+
+	var never exampleutil.DrainTimer // failures without a trip
+	never.Sample(at(1), 2)
+	never.Sample(at(2.2), 0)
+	if got := never.Seconds(); got != 1.2 {
+		t.Errorf("no trip: %v, want 1.2", got)
+	}
+}
+
+func TestSummaryElapsedAndJSON(t *testing.T) {
 	var s exampleutil.Summary
-	s.Lost = 99 // recomputed
-	s.Account([]string{"a", "b", "c", "d"}, func(id string) int { return received[id] }, func(id string) bool { return id == "c" })
-	if s.Produced != 4 || s.DeliveredUnique != 2 || s.Duplicates != 2 || s.Lost != 1 {
-		t.Errorf("produced %d, delivered %d, duplicates %d, lost %d; want 4, 2, 2, 1", s.Produced, s.DeliveredUnique, s.Duplicates, s.Lost)
-	}
-	s.Unsettled(3) // more queued than unaccounted: none lost
-	if s.Queued != 3 || s.Lost != 0 {
-		t.Errorf("queued %d, lost %d; want 3, 0", s.Queued, s.Lost)
-	}
-	s.Lost = 5
-	s.Unsettled(2)
-	if s.Queued != 2 || s.Lost != 3 {
-		t.Errorf("queued %d, lost %d; want 2, 3", s.Queued, s.Lost)
-	}
 	s.Elapsed(time.Now().Add(-1540 * time.Millisecond))
 	if s.ElapsedS != 1.5 {
 		t.Errorf("elapsed %v, want 1.5", s.ElapsedS)

@@ -11,25 +11,20 @@ import (
 	"github.com/floodgate-go/floodgate/metrics"
 )
 
-// StartMetrics serves floodgate's Prometheus metrics at addr's /metrics
-// until ctx ends, on a registry of its own. An empty addr turns metrics
-// off: it returns a nil *metrics.Metrics, whose methods do nothing, so
-// callers wire ObserveEvent, WatchBreaker, WatchQueue and WatchDrainer
-// unconditionally. It returns an error naming -metrics-addr when the
-// address cannot be listened on.
-func StartMetrics(ctx context.Context, addr string) (*metrics.Metrics, error) {
+// StartMetrics serves Prometheus metrics at addr's /metrics until ctx
+// ends, from a registry of its own, and returns that registry for
+// floodgate.Config.Metrics. An empty addr turns metrics off: it returns a
+// nil Registerer (an untyped nil, so Config.Metrics is unset). It returns
+// an error naming -metrics-addr when the address cannot be listened on.
+func StartMetrics(ctx context.Context, addr string) (prometheus.Registerer, error) {
 	if addr == "" {
 		return nil, nil
 	}
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.Options{})
-	if err != nil {
-		return nil, err
-	}
 	if _, err := metrics.Start(ctx, addr, reg); err != nil {
 		return nil, fmt.Errorf("-metrics-addr: %w", err)
 	}
-	return m, nil
+	return reg, nil
 }
 
 // Addr checks that flag -name's v is empty (off) or a host:port address.

@@ -10,7 +10,6 @@ import (
 
 	"github.com/floodgate-go/floodgate/internal/natsserver"
 	"github.com/floodgate-go/floodgate/jsq"
-	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
 // NATS is the JetStream an example runs on. Create it with [StartNATS] and
@@ -77,15 +76,10 @@ func (n *NATS) EnsureStreams(ctx context.Context, topics ...string) error {
 	return nil
 }
 
-// ProvisionQueue creates the retry and dead-letter streams of cfg
-// ([retryqueue.Provision]) and remembers them for Close.
-func (n *NATS) ProvisionQueue(ctx context.Context, cfg retryqueue.Config) error {
-	if err := retryqueue.Provision(ctx, n.JetStream, cfg); err != nil {
-		return fmt.Errorf("provision retry streams: %w", err)
-	}
-	n.track(cfg.RetryTopic, cfg.DeadLetterTopic)
-	return nil
-}
+// Track remembers streams made elsewhere (the retry and dead-letter
+// streams floodgate.New provisions) for Close to delete on an external
+// server.
+func (n *NATS) Track(streams ...string) { n.track(streams...) }
 
 func (n *NATS) track(streams ...string) {
 	n.mu.Lock()

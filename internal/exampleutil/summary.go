@@ -3,6 +3,7 @@ package exampleutil
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"time"
@@ -14,18 +15,18 @@ import (
 type Summary struct {
 	// Produced counts the messages published for delivery.
 	Produced int `json:"produced"`
-	// DeliveredUnique counts produced messages the partner received at
-	// least once.
+	// DeliveredUnique counts produced messages their own partner
+	// received at least once.
 	DeliveredUnique int `json:"delivered_unique"`
 	// Duplicates counts receipts beyond the first (at-least-once
 	// redeliveries the partner recognised).
 	Duplicates int `json:"duplicates"`
 	// Lost counts produced messages neither received, dead-lettered nor
-	// queued.
+	// queued (the partners' Lost, less what is still in a source stream).
 	Lost int `json:"lost"`
 	// Queued counts messages still in a stream when the run ended (the
 	// retry backlog and source messages not yet acked): not lost, not yet
-	// delivered. Set it with [Summary.Unsettled].
+	// delivered.
 	Queued int `json:"queued"`
 	// Diverted counts diversions to the retry queue.
 	Diverted int `json:"diverted"`
@@ -40,19 +41,62 @@ type Summary struct {
 	BacklogPeak int `json:"backlog_peak"`
 	// ElapsedS is the run's wall time in seconds, to 0.1 s.
 	ElapsedS float64 `json:"elapsed_s"`
+	// Misdelivered counts produced messages some partner other than their
+	// own received (must be 0).
+	Misdelivered int `json:"misdelivered"`
+	// Partners holds the same accounting per partner, in the example's
+	// partner order.
+	Partners []PartnerSummary `json:"partners"`
 }
 
-// Account sets Produced, DeliveredUnique, Duplicates and Lost from the ids
-// produced: received(id) is how many times the partner received id, and
-// dead(id) whether it was dead-lettered. An id received n > 0 times is
-// delivered with n-1 duplicates; one neither received nor dead-lettered is
-// lost.
-func (s *Summary) Account(ids []string, received func(id string) int, dead func(id string) bool) {
-	s.Produced, s.DeliveredUnique, s.Duplicates, s.Lost = len(ids), 0, 0, 0
+// PartnerSummary is one partner's accounting: the messages produced for it
+// and what became of them.
+type PartnerSummary struct {
+	// Partner is the partner key (an AS2-To, a webhook endpoint).
+	Partner string `json:"partner"`
+	// Faulty tells the partner that follows the fault script.
+	Faulty bool `json:"faulty"`
+	// Produced counts messages produced for this partner.
+	Produced int `json:"produced"`
+	// Delivered counts them received by this partner at least once.
+	Delivered int `json:"delivered"`
+	// Duplicates counts receipts beyond the first, at this partner.
+	Duplicates int `json:"duplicates"`
+	// Misdelivered counts them received by another partner (must be 0).
+	Misdelivered int `json:"misdelivered"`
+	// DeadLettered counts them dead-lettered.
+	DeadLettered int `json:"dead_lettered"`
+	// Queued counts this partner's retry backlog when the run ended.
+	Queued int `json:"queued"`
+	// Lost counts them neither received by this partner, dead-lettered
+	// nor queued.
+	Lost int `json:"lost"`
+	// Diverted counts diversions to the retry queue.
+	Diverted int `json:"diverted"`
+	// Drained counts backlog messages this partner took.
+	Drained int `json:"drained"`
+	// Trips counts this partner's breaker transitions to open.
+	Trips int `json:"trips"`
+	// DrainS runs from the partner's recovery (its breaker's first close
+	// after its last trip) to an empty backlog, in seconds; 0 when it
+	// never had a backlog, -1 when its backlog never emptied.
+	DrainS float64 `json:"drain_s"`
+}
+
+// Account sets Produced, Delivered, Duplicates, Misdelivered and Lost from
+// the ids produced for the partner: own(id) is how many times this partner
+// received id, elsewhere(id) how many times the other partners did, and
+// dead(id) whether it was dead-lettered. Call [PartnerSummary.Unsettled]
+// after it.
+func (s *PartnerSummary) Account(ids []string, own, elsewhere func(id string) int, dead func(id string) bool) {
+	s.Produced, s.Delivered, s.Duplicates, s.Misdelivered, s.Lost = len(ids), 0, 0, 0, 0
 	for _, id := range ids {
-		switch n := received(id); {
+		if elsewhere(id) > 0 {
+			s.Misdelivered++
+		}
+		switch n := own(id); {
 		case n > 0:
-			s.DeliveredUnique++
+			s.Delivered++
 			s.Duplicates += n - 1
 		case dead(id):
 		default:
@@ -61,12 +105,29 @@ func (s *Summary) Account(ids []string, received func(id string) int, dead func(
 	}
 }
 
-// Unsettled records n messages still queued when the run ended; they are
-// not lost, so Lost (as [Summary.Account] counted it) drops by up to n.
-// Call it after Account.
-func (s *Summary) Unsettled(n int) {
+// Unsettled records n of the partner's messages still queued: not lost.
+func (s *PartnerSummary) Unsettled(n int) {
 	s.Queued = n
 	s.Lost = max(0, s.Lost-n)
+}
+
+// PrintPartners writes one line per partner: the per-partner summary.
+func PrintPartners(w io.Writer, ps []PartnerSummary) {
+	width := len("partner")
+	for _, p := range ps {
+		width = max(width, len(p.Partner)+len(" (faulty)"))
+	}
+	fmt.Fprintf(w, "%-*s %8s %9s %4s %12s %4s %6s %4s %8s %7s %5s %7s\n",
+		width, "partner", "produced", "delivered", "dup", "misdelivered", "dead", "queued", "lost", "diverted", "drained", "trips", "drain_s")
+	for _, p := range ps {
+		name := p.Partner
+		if p.Faulty {
+			name += " (faulty)"
+		}
+		fmt.Fprintf(w, "%-*s %8d %9d %4d %12d %4d %6d %4d %8d %7d %5d %7.1f\n",
+			width, name, p.Produced, p.Delivered, p.Duplicates, p.Misdelivered, p.DeadLettered, p.Queued, p.Lost,
+			p.Diverted, p.Drained, p.Trips, p.DrainS)
+	}
 }
 
 // Elapsed sets ElapsedS to the time since start, rounded to 0.1 s.
