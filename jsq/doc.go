@@ -50,15 +50,18 @@
 // # Acknowledgement path of [Subscriber]
 //
 // The subscriber uses a durable pull consumer (explicit ack, MaxDeliver
-// unlimited by default: see "Finite MaxDeliver") and pull loops that each fetch one message, hand it to the
-// Watermill router and wait for its outcome before fetching the next, so no
-// message waits prefetched in the client with its AckWait running. For each
-// message:
+// unlimited by default: see "Finite MaxDeliver") and pull loops that each
+// keep one pull subscription, ask the server for one message, hand it to
+// the Watermill router and wait for its outcome before asking for the
+// next, so no message waits prefetched in the client with its AckWait
+// running. For each message:
 //
 //   - The handler returns nil: the router acks; the subscriber acks to the
-//     server and waits for the server's confirmation (DoubleAck). If that
-//     confirmation fails (server gone) the error is logged and the server
-//     redelivers the message after AckWait: a duplicate, never a loss.
+//     server and waits for the server's confirmation (DoubleAck) in the
+//     background while its loop asks for the next message; the
+//     subscription's channel closes only after every confirmation. If one
+//     fails (server gone) the error is logged and the server redelivers
+//     the message after AckWait: a duplicate, never a loss.
 //   - The handler returns an error (or panics): the router nacks; the
 //     subscriber naks with the delay of [SubscriberConfig.NakDelay] (default
 //     exponential in the delivery count), so a failing message does not

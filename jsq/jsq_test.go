@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -461,4 +463,66 @@ func TestAckWaitCancelsWithCause(t *testing.T) {
 
 func staticDelay(d time.Duration) func(uint64) time.Duration {
 	return func(uint64) time.Duration { return d }
+}
+
+// Handlers blocked for longer than AckWait while more messages are queued:
+// the queued messages wait on the server, not prefetched in the client, so
+// none is redelivered. Each blocked message is given up at AckWait (cause
+// ErrAckWait) and redelivered, which frees the loop for the next one; the
+// second queued message waits behind two give-ups, twice AckWait, so a
+// subscriber that prefetched even two messages would deliver it twice.
+func TestNoRedeliveryBehindBlockedHandler(t *testing.T) {
+	e := setup(t)
+	sub := e.subscriber(t, jsq.SubscriberConfig{AckWait: time.Second, CloseGrace: -1})
+	release := make(chan struct{})
+	var mu sync.Mutex
+	counts := map[string][]uint64{} // UUID -> Delivery.Count of each delivery
+	gaveUp := make(chan error, 2)
+	runRouter(t, time.Second, e.topic, sub, func(m *message.Message) error {
+		d, ok := jsq.DeliveryFrom(m.Context())
+		if !ok {
+			t.Errorf("%s: no Delivery in the message context", m.UUID)
+		}
+		mu.Lock()
+		counts[m.UUID] = append(counts[m.UUID], d.Count)
+		mu.Unlock()
+		if strings.HasPrefix(m.UUID, "stuck") && d.Count == 1 {
+			<-m.Context().Done()
+			gaveUp <- context.Cause(m.Context())
+			<-release // blocked on, past the give-up
+		}
+		return nil
+	})
+	ids := []string{"stuck1", "stuck2", "queued1", "queued2", "queued3"}
+	for _, id := range ids {
+		if err := e.pub.Publish(e.topic, message.NewMessage(id, []byte(id))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	name := jsq.DefaultConsumerName(e.topic)
+	natstest.Eventually(t, 30*time.Second, func() bool {
+		i := e.consumerInfo(t, name)
+		return i.NumPending == 0 && i.NumAckPending == 0
+	}, "all messages acked while the first deliveries of stuck1 and stuck2 are still blocked")
+	close(release)
+	for range 2 {
+		if cause := <-gaveUp; !errors.Is(cause, jsq.ErrAckWait) {
+			t.Errorf("blocked message's context cause %v, want jsq.ErrAckWait", cause)
+		}
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	for _, id := range ids {
+		want := []uint64{1}
+		if strings.HasPrefix(id, "stuck") {
+			want = []uint64{1, 2} // given up at AckWait, redelivered once
+		}
+		if !slices.Equal(counts[id], want) {
+			t.Errorf("%s: delivery counts %v, want %v (all: %v)", id, counts[id], want, counts)
+		}
+	}
+	if info := e.consumerInfo(t, name); info.NumRedelivered != 0 || info.AckFloor.Stream != uint64(len(ids)) {
+		t.Errorf("consumer: %d redelivered pending, ack floor %d; want 0, %d", info.NumRedelivered, info.AckFloor.Stream, len(ids))
+	}
 }

@@ -56,9 +56,10 @@ type SubscriberConfig struct {
 	// dead-letters a message it fails on its last delivery ([Delivery]).
 	// Optional. Default false.
 	AllowFiniteMaxDeliver bool
-	// Concurrency is the number of pull loops per Subscribe, each fetching
-	// and handling one message at a time: the number of messages in
-	// handlers at once.
+	// Concurrency is the number of pull loops per Subscribe, each keeping
+	// one pull subscription and asking for the next message only once the
+	// last one's outcome is known: the number of messages in handlers at
+	// once, with none prefetched.
 	// Optional. Default 1. Valid range 1..1024.
 	Concurrency int
 	// NakDelay gives the redelivery delay after a nack of a message on its
@@ -73,7 +74,8 @@ type SubscriberConfig struct {
 	// Optional. Default 2s; a negative value means none. Valid range < AckWait.
 	CloseGrace time.Duration
 	// FetchWait is how long one pull request waits for a message before the
-	// loop asks again.
+	// loop asks again; values below 1s count as 1s, the JetStream client's
+	// minimum.
 	// Optional. Default 5s. Valid range 100ms..AckWait.
 	FetchWait time.Duration
 	// Logger receives errors of fetches, acks and naks.
@@ -234,12 +236,14 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	if s.closed {
 		return nil, ErrSubscriberClosed
 	}
-	// stop is done when ctx is done or the subscriber closes.
+	// stop is done when ctx is done or the subscriber closes; base is
+	// what message contexts derive from: stop's values, not its end.
 	stop, cancel := context.WithCancel(ctx)
+	base := context.WithoutCancel(stop)
 	out := make(chan *message.Message)
-	var wg sync.WaitGroup
+	var loops, acks sync.WaitGroup
 	for range s.cfg.Concurrency {
-		wg.Go(func() { s.loop(stop, cons, cc, topic, out) })
+		loops.Go(func() { s.loop(stop, base, cons, cc, topic, out, &acks) })
 	}
 	s.loops.Add(1)
 	go func() {
@@ -248,7 +252,8 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		case <-s.closing:
 			cancel()
 		}
-		wg.Wait()
+		loops.Wait()
+		acks.Wait()
 		cancel()
 		close(out) // no loop sends any more
 		s.loops.Done()
@@ -256,22 +261,20 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	return out, nil
 }
 
-// loop fetches one message at a time and hands it over until stop is done.
-func (s *Subscriber) loop(stop context.Context, cons jetstream.Consumer, cc jetstream.ConsumerConfig, topic string, out chan<- *message.Message) {
+// loop pulls and hands over one message at a time until stop is done. It
+// keeps one pull subscription (an inbox) for as long as it works and asks
+// the server for the next message only once the last one's outcome is
+// known, so no message waits in the client with its AckWait running.
+func (s *Subscriber) loop(stop, base context.Context, cons jetstream.Consumer, cc jetstream.ConsumerConfig, topic string, out chan<- *message.Message, acks *sync.WaitGroup) {
 	failures := 0
 	for stop.Err() == nil {
-		fctx, cancel := context.WithTimeout(stop, s.cfg.FetchWait)
-		batch, err := cons.Fetch(1, jetstream.FetchContext(fctx))
+		it, err := cons.Messages(jetstream.PullMaxMessages(1), jetstream.PullExpiry(max(s.cfg.FetchWait, time.Second)))
 		if err == nil {
-			for jm := range batch.Messages() {
-				s.handle(stop, jm, Delivery{Stream: topic, Consumer: cc.Durable, Count: 1, MaxDeliver: cc.MaxDeliver}, out)
-			}
-			err = batch.Error()
+			err = s.pull(stop, base, it, Delivery{Stream: topic, Consumer: cc.Durable, Count: 1, MaxDeliver: cc.MaxDeliver}, out, acks, &failures)
+			it.Stop()
 		}
-		cancel()
-		if err == nil || errors.Is(err, context.DeadlineExceeded) || stop.Err() != nil {
-			failures = 0
-			continue
+		if stop.Err() != nil {
+			return
 		}
 		// Server gone, consumer missing, ...: log and back off up to 1 s.
 		failures++
@@ -285,22 +288,36 @@ func (s *Subscriber) loop(stop context.Context, cons jetstream.Consumer, cc jets
 	}
 }
 
-// handle hands one message to the router and settles it: ack after Ack,
-// delayed nak after Nack, nothing on AckWait or close (see package doc).
-func (s *Subscriber) handle(stop context.Context, jm jetstream.Msg, d Delivery, out chan<- *message.Message) {
+// pull handles the messages of it until stop is done (nil) or it fails.
+// The iterator holds at most one message, and requests the next one only
+// when Next is called again, after the last one's outcome.
+func (s *Subscriber) pull(stop, base context.Context, it jetstream.MessagesContext, d Delivery, out chan<- *message.Message, acks *sync.WaitGroup, failures *int) error {
+	for {
+		jm, err := it.Next(jetstream.NextContext(stop))
+		if stop.Err() != nil {
+			return nil // a message Next took meanwhile is redelivered after AckWait
+		}
+		if err != nil {
+			return err
+		}
+		*failures = 0
+		s.handle(stop, base, jm, d, out, acks)
+	}
+}
+
+// handle hands one message to the router and settles it: ack after Ack
+// (its confirmation awaited in the background, tracked by acks), delayed
+// nak after Nack, nothing on AckWait or close (see package doc).
+func (s *Subscriber) handle(stop, base context.Context, jm jetstream.Msg, d Delivery, out chan<- *message.Message, acks *sync.WaitGroup) {
 	wm := Unmarshal(jm)
 	if md, err := jm.Metadata(); err == nil {
 		d.Count, d.StreamSeq = md.NumDelivered, md.Sequence.Stream
 	}
 	// The message context survives stop for CloseGrace, so a handler that
 	// is nearly done can finish and be acked.
-	mctx, cancel := context.WithCancelCause(WithDelivery(context.WithoutCancel(stop), d))
+	mctx, cancel := context.WithCancelCause(WithDelivery(base, d))
 	defer cancel(nil)
 	wm.SetContext(mctx)
-	fields := watermill.LogFields{"message_uuid": wm.UUID, "subject": jm.Subject()}
-	if d.Last() {
-		fields["stream"], fields["stream_seq"], fields["deliveries"] = d.Stream, d.StreamSeq, d.Count
-	}
 
 	select {
 	case out <- wm:
@@ -315,26 +332,27 @@ func (s *Subscriber) handle(stop context.Context, jm jetstream.Msg, d Delivery, 
 	for {
 		select {
 		case <-wm.Acked():
-			actx, acancel := context.WithTimeout(context.Background(), 5*time.Second)
-			err := jm.DoubleAck(actx)
-			acancel()
-			if err != nil {
-				s.cfg.Logger.Error("jsq: ack not confirmed; the server will redeliver", err, fields)
-			}
+			acks.Go(func() {
+				actx, acancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer acancel()
+				if err := jm.DoubleAck(actx); err != nil {
+					s.cfg.Logger.Error("jsq: ack not confirmed; the server will redeliver", err, logFields(wm, jm, d))
+				}
+			})
 			return
 		case <-wm.Nacked():
 			if d.Last() {
-				s.cfg.Logger.Error("jsq: nacked on the last delivery (MaxDeliver); the server will not redeliver it", nil, fields)
+				s.cfg.Logger.Error("jsq: nacked on the last delivery (MaxDeliver); the server will not redeliver it", nil, logFields(wm, jm, d))
 			}
 			if err := jm.NakWithDelay(s.cfg.NakDelay(d.Count)); err != nil {
-				s.cfg.Logger.Error("jsq: nak not sent; the server will redeliver after AckWait", err, fields)
+				s.cfg.Logger.Error("jsq: nak not sent; the server will redeliver after AckWait", err, logFields(wm, jm, d))
 			}
 			return
 		case <-ackWait.C:
 			if d.Last() {
-				s.cfg.Logger.Error("jsq: handler exceeded AckWait on the last delivery (MaxDeliver); giving up, the server will not redeliver it", nil, fields)
+				s.cfg.Logger.Error("jsq: handler exceeded AckWait on the last delivery (MaxDeliver); giving up, the server will not redeliver it", nil, logFields(wm, jm, d))
 			} else {
-				s.cfg.Logger.Info("jsq: handler exceeded AckWait; giving up, the server will redeliver", fields)
+				s.cfg.Logger.Info("jsq: handler exceeded AckWait; giving up, the server will redeliver", logFields(wm, jm, d))
 			}
 			cancel(ErrAckWait)
 			return
@@ -345,12 +363,22 @@ func (s *Subscriber) handle(stop context.Context, jm jetstream.Msg, d Delivery, 
 			grace = t.C
 		case <-grace:
 			if d.Last() {
-				s.cfg.Logger.Error("jsq: closing on the last delivery (MaxDeliver); the server will not redeliver it", nil, fields)
+				s.cfg.Logger.Error("jsq: closing on the last delivery (MaxDeliver); the server will not redeliver it", nil, logFields(wm, jm, d))
 			}
 			cancel(ErrClosing)
 			return // closing: not acked, redelivered after AckWait
 		}
 	}
+}
+
+// logFields describes a message for a log line; built only when one is
+// written.
+func logFields(wm *message.Message, jm jetstream.Msg, d Delivery) watermill.LogFields {
+	fields := watermill.LogFields{"message_uuid": wm.UUID, "subject": jm.Subject()}
+	if d.Last() {
+		fields["stream"], fields["stream_seq"], fields["deliveries"] = d.Stream, d.StreamSeq, d.Count
+	}
+	return fields
 }
 
 // SubscribeInitialize creates the topic's stream ([StreamConfig]) if it is
