@@ -360,7 +360,7 @@ func TestDefaultBackoff(t *testing.T) {
 // publish forever, so the source was nacked in a loop. The queue now drops
 // the history and cuts the texts, and the copy fits.
 func TestDivertCompactsCopyPastMaxPayload(t *testing.T) {
-	e := newEnv(t, natstest.URL(t), func(c *retryqueue.Config) { c.MaxErrorLen = 4000 })
+	e := newEnv(t, natstest.URL(t), func(c *retryqueue.Config) { c.MaxErrorLen = 4000; c.PublishTimeout = 30 * time.Second }) // ~1 MB publishes on a loaded machine
 	max := int(e.nc.MaxPayload())
 	msg := message.NewMessage("uuid-big", make([]byte, max-6000))
 	msg.Metadata.Set(retryqueue.MetaOriginalTopic, "orders")
