@@ -50,15 +50,29 @@
 // # Acknowledgement path of [Subscriber]
 //
 // The subscriber uses a durable pull consumer (explicit ack, MaxDeliver
-// unlimited by default: see "Finite MaxDeliver") and pull loops that each
-// keep one pull subscription, ask the server for one message, hand it to
-// the Watermill router and wait for its outcome before asking for the
-// next, so no message waits prefetched in the client with its AckWait
-// running. For each message:
+// unlimited by default: see "Finite MaxDeliver"). It asks the server for
+// messages in batches, never for more than
+// [SubscriberConfig.Concurrency] + [SubscriberConfig.Prefetch] (default
+// 4×Concurrency) messages delivered and not yet settled, and hands them to
+// the Watermill router with at most Concurrency awaiting their outcome;
+// the rest wait in the subscriber, oldest first.
+//
+// A waiting message's AckWait runs on the server from its delivery. So
+// that none runs out, the subscriber sends an in-progress ack
+// (msg.InProgress, which restarts the server's AckWait) for every message
+// that has waited AckWait/5 since its delivery or its last one, every
+// AckWait/5, and again when it hands over a message that waited longer than
+// AckWait/10. A handler therefore has between 9/10 of AckWait and AckWait
+// from hand-over before the subscriber gives up on it (below); the
+// subscriber gives up when the server's AckWait runs out, never later.
+// When the subscription ends, messages still waiting are nakked without
+// delay, so the next subscriber of the durable consumer gets them at once;
+// only a message the server sent in the instant of closing may still wait
+// for its AckWait. For each message handed over:
 //
 //   - The handler returns nil: the router acks; the subscriber acks to the
 //     server and waits for the server's confirmation (DoubleAck) in the
-//     background while its loop asks for the next message; the
+//     background while the next message is handed over; the
 //     subscription's channel closes only after every confirmation. If one
 //     fails (server gone) the error is logged and the server redelivers
 //     the message after AckWait: a duplicate, never a loss.
@@ -66,7 +80,8 @@
 //     subscriber naks with the delay of [SubscriberConfig.NakDelay] (default
 //     exponential in the delivery count), so a failing message does not
 //     spin. If the nak cannot be sent the server redelivers after AckWait.
-//   - The handler has not finished after [SubscriberConfig.AckWait]: the
+//   - The handler has not finished when the message's AckWait runs out
+//     (at least 9/10 of [SubscriberConfig.AckWait] after hand-over): the
 //     subscriber gives up, sends nothing and cancels the message's context
 //     with cause [ErrAckWait] (a [context.DeadlineExceeded]: floodgate's
 //     middleware counts the call as a timeout); the server redelivers the
@@ -78,9 +93,6 @@
 //     context with cause [ErrClosing]; the server redelivers the message to the next subscriber of
 //     the durable consumer after AckWait. A later Ack is ignored. Close
 //     never deletes the consumer.
-//
-// [SubscriberConfig.Concurrency] runs several loops on the same durable
-// consumer.
 //
 // # Finite MaxDeliver
 //
@@ -108,7 +120,8 @@
 //
 // Its v2.1.3 Subscriber, used as is, loses the properties above: its default
 // consumer is ephemeral (deleted on Close, taking unacked messages with it);
-// its Consume prefetches up to 500 messages; its DefaultUnmarshaler errors
+// its Consume prefetches up to 500 messages and lets their AckWait run
+// out while they wait; its DefaultUnmarshaler errors
 // on a multi-valued header, after which it dereferences a nil message and
 // the process crashes; Close drains and closes any connection it was given;
 // and on close it closes its output channel while a message callback may

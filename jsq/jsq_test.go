@@ -257,36 +257,93 @@ func TestMalformedHeadersAndMissingUUID(t *testing.T) {
 	}
 }
 
-// Concurrency loops handle that many messages at once, and nothing more is
-// delivered (prefetched) while they are busy.
-func TestConcurrencyNoPrefetch(t *testing.T) {
+// Concurrency bounds the messages in handlers and Prefetch the messages
+// delivered and waiting behind them: with the handlers blocked the server
+// has delivered exactly Concurrency + Prefetch, and the rest stay pending
+// on it.
+func TestConcurrencyAndPrefetchBound(t *testing.T) {
+	for _, c := range []struct{ prefetch, held int }{{prefetch: 2, held: 5}, {prefetch: -1, held: 3}} {
+		t.Run(fmt.Sprint("prefetch=", c.prefetch), func(t *testing.T) {
+			e := setup(t)
+			sub := e.subscriber(t, jsq.SubscriberConfig{Concurrency: 3, Prefetch: c.prefetch})
+			var inflight, peak atomic.Int32
+			release := make(chan struct{})
+			runRouter(t, time.Second, e.topic, sub, func(m *message.Message) error {
+				n := inflight.Add(1)
+				for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+				}
+				<-release
+				inflight.Add(-1)
+				return nil
+			})
+			const total = 8
+			for i := range total {
+				if err := e.pub.Publish(e.topic, message.NewMessage(watermill.NewUUID(), []byte{byte(i)})); err != nil {
+					t.Fatal(err)
+				}
+			}
+			name := jsq.DefaultConsumerName(e.topic)
+			natstest.Eventually(t, 10*time.Second, func() bool {
+				return inflight.Load() == 3 && e.consumerInfo(t, name).NumAckPending == c.held
+			}, "3 handlers in flight, %d delivered", c.held)
+			if info := e.consumerInfo(t, name); info.NumAckPending != c.held || info.NumPending != uint64(total-c.held) {
+				t.Fatalf("with 3 in flight: ack pending %d, pending %d; want %d, %d", info.NumAckPending, info.NumPending, c.held, total-c.held)
+			}
+			close(release)
+			natstest.Eventually(t, 10*time.Second, func() bool { return e.consumerInfo(t, name).AckFloor.Stream == total }, "all acked")
+			if p := peak.Load(); p != 3 {
+				t.Fatalf("peak concurrency %d, want 3", p)
+			}
+		})
+	}
+}
+
+// Close naks the prefetched messages no handler took, so the next
+// subscriber gets them at once, not after AckWait (20s, beyond the hang
+// guard); the message in the handler is left to AckWait.
+func TestClosePrefetchedNakked(t *testing.T) {
 	e := setup(t)
-	sub := e.subscriber(t, jsq.SubscriberConfig{Concurrency: 3})
-	var inflight, peak atomic.Int32
+	cfg := jsq.SubscriberConfig{AckWait: 20 * time.Second, Prefetch: 3, CloseGrace: -1}
+	started := make(chan string, 1)
 	release := make(chan struct{})
-	runRouter(t, time.Second, e.topic, sub, func(m *message.Message) error {
-		n := inflight.Add(1)
-		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
-		}
+	defer close(release)
+	first := e.subscriber(t, cfg)
+	closeRouter := runRouter(t, 100*time.Millisecond, e.topic, first, func(m *message.Message) error {
+		started <- m.UUID
 		<-release
-		inflight.Add(-1)
 		return nil
 	})
-	for i := range 6 {
-		if err := e.pub.Publish(e.topic, message.NewMessage(watermill.NewUUID(), []byte{byte(i)})); err != nil {
+	ids := []string{"inhandler", "p1", "p2", "p3"}
+	for _, id := range ids {
+		if err := e.pub.Publish(e.topic, message.NewMessage(id, nil)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	name := jsq.DefaultConsumerName(e.topic)
-	natstest.Eventually(t, 10*time.Second, func() bool { return inflight.Load() == 3 }, "3 handlers in flight")
-	info := e.consumerInfo(t, name)
-	if info.NumAckPending != 3 || info.NumPending != 3 {
-		t.Fatalf("with 3 in flight: ack pending %d, pending %d; want 3, 3 (nothing prefetched)", info.NumAckPending, info.NumPending)
+	if id := <-started; id != "inhandler" {
+		t.Fatalf("first handled %q, want inhandler", id)
 	}
-	close(release)
-	natstest.Eventually(t, 10*time.Second, func() bool { return e.consumerInfo(t, name).AckFloor.Stream == 6 }, "all acked")
-	if p := peak.Load(); p != 3 {
-		t.Fatalf("peak concurrency %d, want 3", p)
+	name := jsq.DefaultConsumerName(e.topic)
+	natstest.Eventually(t, 10*time.Second, func() bool { return e.consumerInfo(t, name).NumAckPending == 4 }, "all 4 delivered: 1 in the handler, 3 prefetched")
+	_ = closeRouter()
+	_ = first.Close()
+
+	got := make(chan string, 8)
+	runRouter(t, time.Second, e.topic, e.subscriber(t, cfg), func(m *message.Message) error {
+		got <- m.UUID
+		return nil
+	})
+	var redelivered []string
+	for range 3 {
+		select {
+		case id := <-got:
+			redelivered = append(redelivered, id)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("prefetched messages not redelivered promptly after close; got %v", redelivered)
+		}
+	}
+	slices.Sort(redelivered)
+	if !slices.Equal(redelivered, ids[1:]) {
+		t.Fatalf("redelivered %v, want %v", redelivered, ids[1:])
 	}
 }
 
@@ -465,15 +522,17 @@ func staticDelay(d time.Duration) func(uint64) time.Duration {
 	return func(uint64) time.Duration { return d }
 }
 
-// Handlers blocked for longer than AckWait while more messages are queued:
-// the queued messages wait on the server, not prefetched in the client, so
-// none is redelivered. Each blocked message is given up at AckWait (cause
-// ErrAckWait) and redelivered, which frees the loop for the next one; the
-// second queued message waits behind two give-ups, twice AckWait, so a
-// subscriber that prefetched even two messages would deliver it twice.
+// A handler blocked for longer than AckWait while more messages wait
+// prefetched behind it: the waiting messages get in-progress acks, so none
+// is redelivered. Each blocked message is given up at AckWait (cause
+// ErrAckWait) and redelivered, which frees the handler for the next one;
+// the last queued message waits behind two give-ups, twice AckWait, so a
+// subscriber that let a prefetched message's AckWait run out would deliver
+// it twice. Prefetch exceeds the messages, so a pull request with free
+// credit is always waiting on the server, ready to take a redelivery.
 func TestNoRedeliveryBehindBlockedHandler(t *testing.T) {
 	e := setup(t)
-	sub := e.subscriber(t, jsq.SubscriberConfig{AckWait: time.Second, CloseGrace: -1})
+	sub := e.subscriber(t, jsq.SubscriberConfig{AckWait: time.Second, CloseGrace: -1, Prefetch: 8})
 	release := make(chan struct{})
 	var mu sync.Mutex
 	counts := map[string][]uint64{} // UUID -> Delivery.Count of each delivery
@@ -500,6 +559,12 @@ func TestNoRedeliveryBehindBlockedHandler(t *testing.T) {
 		}
 	}
 	name := jsq.DefaultConsumerName(e.topic)
+	// All five are delivered at once (1 in the handler, 4 waiting), and
+	// none is acked before stuck1 and stuck2 are given up.
+	natstest.Eventually(t, 10*time.Second, func() bool {
+		i := e.consumerInfo(t, name)
+		return i.NumPending == 0 && i.NumAckPending == len(ids) && i.AckFloor.Stream == 0
+	}, "all messages delivered, waiting prefetched behind stuck1")
 	natstest.Eventually(t, 30*time.Second, func() bool {
 		i := e.consumerInfo(t, name)
 		return i.NumPending == 0 && i.NumAckPending == 0

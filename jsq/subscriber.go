@@ -34,7 +34,8 @@ type SubscriberConfig struct {
 	// AckWait is how long the server waits for the ack of a delivered
 	// message before redelivering it, and how long the subscriber waits for
 	// the handler's ack or nack before giving up on the message (sending
-	// nothing and cancelling its context with cause [ErrAckWait]). Handler
+	// nothing and cancelling its context with cause [ErrAckWait]): the
+	// handler gets between 9/10 of it and all of it (package doc). Handler
 	// deadlines must be well below it.
 	// Optional. Default 30s. Valid range >= 1s.
 	AckWait time.Duration
@@ -56,12 +57,19 @@ type SubscriberConfig struct {
 	// dead-letters a message it fails on its last delivery ([Delivery]).
 	// Optional. Default false.
 	AllowFiniteMaxDeliver bool
-	// Concurrency is the number of pull loops per Subscribe, each keeping
-	// one pull subscription and asking for the next message only once the
-	// last one's outcome is known: the number of messages in handlers at
-	// once, with none prefetched.
+	// Concurrency is the number of messages in handlers at once: the
+	// subscriber hands a message to the router only while fewer than
+	// Concurrency of its messages await their outcome.
 	// Optional. Default 1. Valid range 1..1024.
 	Concurrency int
+	// Prefetch is how many messages, beyond those in handlers, the
+	// subscriber may hold delivered and waiting for a free handler, so the
+	// server is asked for messages in batches rather than one at a time. A
+	// waiting message gets an in-progress ack (msg.InProgress) every
+	// AckWait/5, so none is redelivered while it waits (package doc).
+	// Optional. Default 4×Concurrency; a negative value means none (one
+	// pull per message). Valid range < 0, or 1..4096.
+	Prefetch int
 	// NakDelay gives the redelivery delay after a nack of a message on its
 	// deliveries-th delivery (1 for the first).
 	// Optional. Default [ExponentialDelay]{}.WaitTime (500ms doubling to 30s).
@@ -73,9 +81,8 @@ type SubscriberConfig struct {
 	// redelivers after AckWait) and cancels the message's context.
 	// Optional. Default 2s; a negative value means none. Valid range < AckWait.
 	CloseGrace time.Duration
-	// FetchWait is how long one pull request waits for a message before the
-	// loop asks again; values below 1s count as 1s, the JetStream client's
-	// minimum.
+	// FetchWait is how long one pull request waits for messages before the
+	// subscriber asks again; values below 1s count as 1s.
 	// Optional. Default 5s. Valid range 100ms..AckWait.
 	FetchWait time.Duration
 	// Logger receives errors of fetches, acks and naks.
@@ -98,6 +105,12 @@ func (c *SubscriberConfig) setDefaults() {
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 1
+	}
+	switch {
+	case c.Prefetch == 0:
+		c.Prefetch = 4 * c.Concurrency
+	case c.Prefetch < 0:
+		c.Prefetch = -1
 	}
 	if c.NakDelay == nil {
 		c.NakDelay = ExponentialDelay{}.WaitTime
@@ -139,6 +152,8 @@ func (c *SubscriberConfig) validate() error {
 		return fmt.Errorf("%w: MaxDeliver %d is finite: the server would drop a message after its last delivery; set AllowFiniteMaxDeliver to accept it, or MaxDeliver -1 (unlimited)", ErrInvalidConfig, c.MaxDeliver)
 	case c.Concurrency < 1 || c.Concurrency > 1024:
 		return fmt.Errorf("%w: Concurrency must be in 1..1024, got %d", ErrInvalidConfig, c.Concurrency)
+	case c.Prefetch > 4096:
+		return fmt.Errorf("%w: Prefetch must be in 1..4096, or negative for none, got %d", ErrInvalidConfig, c.Prefetch)
 	case c.CloseGrace >= c.AckWait:
 		return fmt.Errorf("%w: CloseGrace must be < AckWait (%s), got %s", ErrInvalidConfig, c.AckWait, c.CloseGrace)
 	case c.FetchWait < 100*time.Millisecond || c.FetchWait > c.AckWait:
@@ -213,10 +228,10 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 
 // Subscribe creates the topic's stream ([EnsureStream]) and durable
 // consumer ([EnsureConsumer] with [SubscriberConfig.ConsumerConfig]) if
-// missing and starts [SubscriberConfig.Concurrency] pull loops on it. The
-// returned channel is closed once ctx is done or the subscriber closed, and
-// every loop finished (acks of handled messages sent). It returns an error
-// wrapping [ErrInvalidTopic], [ErrSubscriberClosed], a
+// missing and starts pulling from it ([SubscriberConfig.Concurrency],
+// [SubscriberConfig.Prefetch]). The returned channel is closed once ctx is
+// done or the subscriber closed, and everything finished (acks of handled
+// messages sent, waiting ones nakked). It returns an error wrapping [ErrInvalidTopic], [ErrSubscriberClosed], a
 // [*ConfigMismatchError] (an existing stream or consumer differs; it is left
 // unchanged), or the stream or consumer error.
 func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
@@ -241,10 +256,8 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	stop, cancel := context.WithCancel(ctx)
 	base := context.WithoutCancel(stop)
 	out := make(chan *message.Message)
-	var loops, acks sync.WaitGroup
-	for range s.cfg.Concurrency {
-		loops.Go(func() { s.loop(stop, base, cons, cc, topic, out, &acks) })
-	}
+	f := newFlow(s, stop, base, cons, Delivery{Stream: topic, Consumer: cc.Durable, Count: 1, MaxDeliver: cc.MaxDeliver}, out)
+	f.start()
 	s.loops.Add(1)
 	go func() {
 		select {
@@ -252,87 +265,45 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		case <-s.closing:
 			cancel()
 		}
-		loops.Wait()
-		acks.Wait()
+		f.wait()
 		cancel()
-		close(out) // no loop sends any more
+		close(out) // nothing sends any more
 		s.loops.Done()
 	}()
 	return out, nil
 }
 
-// loop pulls and hands over one message at a time until stop is done. It
-// keeps one pull subscription (an inbox) for as long as it works and asks
-// the server for the next message only once the last one's outcome is
-// known, so no message waits in the client with its AckWait running.
-func (s *Subscriber) loop(stop, base context.Context, cons jetstream.Consumer, cc jetstream.ConsumerConfig, topic string, out chan<- *message.Message, acks *sync.WaitGroup) {
-	failures := 0
-	for stop.Err() == nil {
-		it, err := cons.Messages(jetstream.PullMaxMessages(1), jetstream.PullExpiry(max(s.cfg.FetchWait, time.Second)))
-		if err == nil {
-			err = s.pull(stop, base, it, Delivery{Stream: topic, Consumer: cc.Durable, Count: 1, MaxDeliver: cc.MaxDeliver}, out, acks, &failures)
-			it.Stop()
-		}
-		if stop.Err() != nil {
-			return
-		}
-		// Server gone, consumer missing, ...: log and back off up to 1 s.
-		failures++
-		s.cfg.Logger.Error("jsq: fetch", err, watermill.LogFields{"topic": topic})
-		t := time.NewTimer(min(time.Duration(failures)*100*time.Millisecond, time.Second))
-		select {
-		case <-stop.Done():
-		case <-t.C:
-		}
-		t.Stop()
-	}
-}
-
-// pull handles the messages of it until stop is done (nil) or it fails.
-// The iterator holds at most one message, and requests the next one only
-// when Next is called again, after the last one's outcome.
-func (s *Subscriber) pull(stop, base context.Context, it jetstream.MessagesContext, d Delivery, out chan<- *message.Message, acks *sync.WaitGroup, failures *int) error {
-	for {
-		jm, err := it.Next(jetstream.NextContext(stop))
-		if stop.Err() != nil {
-			return nil // a message Next took meanwhile is redelivered after AckWait
-		}
-		if err != nil {
-			return err
-		}
-		*failures = 0
-		s.handle(stop, base, jm, d, out, acks)
-	}
-}
-
 // handle hands one message to the router and settles it: ack after Ack
-// (its confirmation awaited in the background, tracked by acks), delayed
-// nak after Nack, nothing on AckWait or close (see package doc).
-func (s *Subscriber) handle(stop, base context.Context, jm jetstream.Msg, d Delivery, out chan<- *message.Message, acks *sync.WaitGroup) {
+// (its confirmation awaited in the background, tracked by f.acks), delayed
+// nak after Nack, nothing on AckWait or close (see package doc). deadline
+// is when the server's AckWait for the message runs out.
+func (f *flow) handle(jm jetstream.Msg, deadline time.Time) {
+	s, d := f.s, f.d
 	wm := Unmarshal(jm)
 	if md, err := jm.Metadata(); err == nil {
 		d.Count, d.StreamSeq = md.NumDelivered, md.Sequence.Stream
 	}
 	// The message context survives stop for CloseGrace, so a handler that
 	// is nearly done can finish and be acked.
-	mctx, cancel := context.WithCancelCause(WithDelivery(base, d))
+	mctx, cancel := context.WithCancelCause(WithDelivery(f.base, d))
 	defer cancel(nil)
 	wm.SetContext(mctx)
 
 	select {
-	case out <- wm:
-	case <-stop.Done():
-		return // never handed over, never acked: redelivered after AckWait
+	case f.out <- wm:
+	case <-f.stop.Done():
+		f.nakUnhandled(jm, d)
+		return
 	}
 
-	ackWait := time.NewTimer(s.cfg.AckWait)
+	ackWait := time.NewTimer(time.Until(deadline))
 	defer ackWait.Stop()
 	var grace <-chan time.Time
-	stopped := stop.Done()
+	stopped := f.stop.Done()
 	for {
 		select {
 		case <-wm.Acked():
-			acks.Go(func() {
+			f.acks.Go(func() {
 				actx, acancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer acancel()
 				if err := jm.DoubleAck(actx); err != nil {
@@ -371,6 +342,21 @@ func (s *Subscriber) handle(stop, base context.Context, jm jetstream.Msg, d Deli
 	}
 }
 
+// nakUnhandled gives back a message never handed to the handler, with no
+// delay, so the next subscriber gets it at once rather than after AckWait.
+func (f *flow) nakUnhandled(jm jetstream.Msg, d Delivery) {
+	if md, err := jm.Metadata(); err == nil {
+		d.Count, d.StreamSeq = md.NumDelivered, md.Sequence.Stream
+	}
+	if d.Last() {
+		f.s.cfg.Logger.Error("jsq: closing with an unhandled message on its last delivery (MaxDeliver); the server will not redeliver it", nil,
+			watermill.LogFields{"subject": jm.Subject(), "stream": d.Stream, "stream_seq": d.StreamSeq, "deliveries": d.Count})
+	}
+	if err := jm.Nak(); err != nil {
+		f.s.cfg.Logger.Error("jsq: nak of an unhandled message not sent; the server will redeliver after AckWait", err, watermill.LogFields{"subject": jm.Subject()})
+	}
+}
+
 // logFields describes a message for a log line; built only when one is
 // written.
 func logFields(wm *message.Message, jm jetstream.Msg, d Delivery) watermill.LogFields {
@@ -404,6 +390,7 @@ func (s *Subscriber) Close() error {
 	close(s.closing)
 	s.mu.Unlock()
 	s.loops.Wait()
+	_ = s.nc.FlushTimeout(time.Second) // the naks of unhandled messages
 	s.nc.Close()
 	return nil
 }
