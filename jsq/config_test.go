@@ -36,6 +36,8 @@ func TestSubscriberConfigValidate(t *testing.T) {
 		{Name: "Concurrency", Cfg: jsq.SubscriberConfig{URL: url, Concurrency: 1025}, Want: "Concurrency must be in 1..1024, got 1025"},
 		{Name: "Prefetch", Cfg: jsq.SubscriberConfig{URL: url, Prefetch: 4097}, Want: "Prefetch must be in 1..4096, or negative for none, got 4097"},
 		{Name: "Prefetch none", Cfg: jsq.SubscriberConfig{URL: url, Prefetch: -1}},
+		{Name: "Prefetch finite MaxDeliver", Cfg: jsq.SubscriberConfig{URL: url, Prefetch: 4, MaxDeliver: 5, AllowFiniteMaxDeliver: true}, Want: "Prefetch 4 with a finite MaxDeliver 5"},
+		{Name: "finite MaxDeliver, default Prefetch", Cfg: jsq.SubscriberConfig{URL: url, MaxDeliver: 5, AllowFiniteMaxDeliver: true}},
 		{Name: "MaxAckPending", Cfg: jsq.SubscriberConfig{URL: url, MaxAckPending: -2}, Want: "MaxAckPending must be -1 or >= 1, got -2"},
 		{Name: "CloseGrace", Cfg: jsq.SubscriberConfig{URL: url, CloseGrace: time.Minute}, Want: "CloseGrace must be < AckWait (30s), got 1m0s"},
 		{Name: "FetchWait", Cfg: jsq.SubscriberConfig{URL: url, FetchWait: time.Millisecond}, Want: "FetchWait must be in 100ms..AckWait (30s), got 1ms"},

@@ -111,6 +111,10 @@
 // its context was done before admission), and when even that publish fails
 // it logs the stream and sequence and emits a Nacked event with reason
 // "max-deliver". A handler without the middleware must do the same itself.
+// A finite MaxDeliver also turns prefetch off ([SubscriberConfig.Prefetch]
+// defaults to none, and a positive one is refused): a message waiting in
+// the subscriber is nakked on Close without passing through any handler,
+// which on its last delivery would drop it.
 //
 // The unmarshaler ([Unmarshal]) never fails: a header with several values
 // keeps its first and marks the message with the metadata key

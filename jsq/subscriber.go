@@ -67,8 +67,10 @@ type SubscriberConfig struct {
 	// server is asked for messages in batches rather than one at a time. A
 	// waiting message gets an in-progress ack (msg.InProgress) every
 	// AckWait/5, so none is redelivered while it waits (package doc).
-	// Optional. Default 4×Concurrency; a negative value means none (one
-	// pull per message). Valid range < 0, or 1..4096.
+	// Optional. Default 4×Concurrency, or none with a finite MaxDeliver
+	// (a waiting message nakked on Close on its last delivery would be
+	// dropped); a negative value means none (one pull per message). Valid
+	// range < 0, or 1..4096 with an unlimited MaxDeliver.
 	Prefetch int
 	// NakDelay gives the redelivery delay after a nack of a message on its
 	// deliveries-th delivery (1 for the first).
@@ -107,6 +109,8 @@ func (c *SubscriberConfig) setDefaults() {
 		c.Concurrency = 1
 	}
 	switch {
+	case c.Prefetch == 0 && c.MaxDeliver > 0:
+		c.Prefetch = -1
 	case c.Prefetch == 0:
 		c.Prefetch = 4 * c.Concurrency
 	case c.Prefetch < 0:
@@ -152,6 +156,8 @@ func (c *SubscriberConfig) validate() error {
 		return fmt.Errorf("%w: MaxDeliver %d is finite: the server would drop a message after its last delivery; set AllowFiniteMaxDeliver to accept it, or MaxDeliver -1 (unlimited)", ErrInvalidConfig, c.MaxDeliver)
 	case c.Concurrency < 1 || c.Concurrency > 1024:
 		return fmt.Errorf("%w: Concurrency must be in 1..1024, got %d", ErrInvalidConfig, c.Concurrency)
+	case c.Prefetch > 0 && c.MaxDeliver > 0:
+		return fmt.Errorf("%w: Prefetch %d with a finite MaxDeliver %d: a prefetched message on its last delivery, nakked on Close or expired while waiting, would be dropped; leave Prefetch unset (none with a finite MaxDeliver) or negative", ErrInvalidConfig, c.Prefetch, c.MaxDeliver)
 	case c.Prefetch > 4096:
 		return fmt.Errorf("%w: Prefetch must be in 1..4096, or negative for none, got %d", ErrInvalidConfig, c.Prefetch)
 	case c.CloseGrace >= c.AckWait:
