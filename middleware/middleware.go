@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -31,6 +32,7 @@ func New(cfg Config) (message.HandlerMiddleware, error) {
 	if cfg.Breaker != nil {
 		bc := cfg.Breaker.Config()
 		g.clock, g.classify = bc.Clock, bc.Classifier
+		g.wall = breaker.IsWallClock(bc.Clock)
 		g.key = cfg.Queue.Partner()
 		g.token = partner.Token(g.key)
 	}
@@ -43,22 +45,36 @@ type guard struct {
 
 	// Single-partner mode only.
 	clock    breaker.Clock               // the breaker's, so latency is judged on its time
+	wall     bool                        // clock is the wall clock
 	classify func(error) breaker.Outcome // the breaker's Classifier; nil: every error a failure
 	key      string                      // the queue's partner key: the route
 	token    string                      // its token, for Event.Partner
 }
 
-// call is one message's admission: the partner key whose route its
-// diversions and dead letters take, the clock and Classifier of the breaker
-// that guards it, and the permit (single-partner mode) or lease
-// (per-partner mode) to report its outcome with. Exactly one of permit and
-// lease is set; the zero one ignores reports.
+// call is one message's admission and its result: the partner key whose
+// route its diversions and dead letters take and its token (Event.Partner;
+// "" while no partner is chosen), the clock and Classifier of the breaker
+// that guards it, the permit (single-partner mode) or lease (per-partner
+// mode) to report its outcome with, and the admission time (start); then
+// what the handler returned and how it was judged (see run). At most one
+// of permit and lease is set; the zero one ignores reports. One struct in
+// handle's frame, passed by pointer, keeps the frames small.
 type call struct {
 	key      string
+	token    string
 	clock    breaker.Clock
+	wall     bool // clock is the wall clock
 	classify func(error) breaker.Outcome
 	permit   breaker.Permit
 	lease    partner.Lease
+	start    time.Time
+
+	out     []*message.Message
+	err     error
+	fate    fate
+	outcome breaker.Outcome
+	latency time.Duration
+	done    bool // the handler returned (did not panic)
 }
 
 func (c *call) isProbe() bool { return c.permit.IsProbe() || c.lease.IsProbe() }
@@ -73,6 +89,11 @@ func (c *call) cancel() {
 	c.lease.Cancel()
 }
 
+// event starts the Event of msg.
+func (c *call) event(msg *message.Message) Event {
+	return Event{UUID: msg.UUID, Partner: c.token, PartnerKey: c.key}
+}
+
 // fate is what becomes of a message whose handler returned an error.
 type fate int
 
@@ -84,96 +105,137 @@ const (
 
 func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
-		ev := Event{UUID: msg.UUID, Partner: g.token}
-		c := call{key: g.key, clock: g.clock, classify: g.classify}
-		var noKey error // why a message has no partner (per-partner mode)
-		if g.reg != nil {
-			c.key, noKey = g.partnerKey(msg)
-		}
-		ev.PartnerKey = c.key
-		if ctx := msg.Context(); ctx.Err() != nil {
-			// Given up before admission (the subscriber's ack deadline
-			// passed while the message waited, or the router is closing):
-			// no partner call, nothing counted by the breaker, nothing
-			// made durable that an ignored ack would duplicate. The broker
-			// redelivers it, unless this is its last delivery.
-			if noKey == nil {
-				ev.Partner = g.tokenOf(c.key)
-			}
-			if err, last := g.lastDelivery(msg, ev, c.key, "admit", context.Cause(ctx)); last {
-				return nil, err
-			}
-			ev.Action, ev.Err = Nacked, context.Cause(ctx)
-			g.emit(ev)
-			return nil, fmt.Errorf("floodgate: message %s: context done before admission: %w", msg.UUID, ev.Err)
-		}
-		if noKey != nil {
-			return nil, g.deadLetter(msg, ev, "", DeadReasonNoPartner, noKey)
-		}
-		if reason, bad := g.cfg.Queue.Malformed(msg); bad {
-			ev.Partner = g.tokenOf(c.key)
-			return nil, g.deadLetter(msg, ev, c.key, retryqueue.DeadReasonMalformed, fmt.Errorf("%w: %s", retryqueue.ErrMalformed, reason))
-		}
-
-		// Per-key ordering: the key still has messages in the backlog, so
-		// this one queues behind them (never true for drained messages).
-		if g.cfg.Queue.Holds(msg) {
-			ev.Partner = g.tokenOf(c.key)
-			return nil, g.divert(msg, ev, c.key, retryqueue.ReasonOrdering, "", nil)
-		}
-
-		start, err := g.admit(&c, &ev)
-		if err != nil {
-			return nil, g.refused(msg, ev, c.key, err)
-		}
-
-		ev.Admitted, ev.Probe = true, c.isProbe()
-		out, herr, f := g.run(h, msg, &c, start, &ev)
-		if herr == nil {
-			ev.Action = Delivered
-			g.emit(ev)
-			return out, nil
-		}
-		ev.Err = herr
-		switch f {
-		case fateNotAttempted:
-			return nil, g.divert(msg, ev, c.key, retryqueue.ReasonNotAttempted, "", herr)
-		case fatePermanent:
-			return nil, g.deadLetter(msg, ev, c.key, retryqueue.DeadReasonPermanent, herr)
-		}
-		return nil, g.divert(msg, ev, c.key, retryqueue.ReasonFailure, "", herr)
+		return g.handle(h, msg)
 	}
 }
 
-// admit asks the breaker (single-partner mode) or the partner registry for
-// a permit or lease for c, and returns the admission time on the breaker's
-// clock. In per-partner mode it sets ev.Partner, and c's clock and
-// Classifier to the partner's.
-func (g *guard) admit(c *call, ev *Event) (start time.Time, err error) {
-	if g.reg == nil {
-		start = c.clock.Now()
-		c.permit, err = g.cfg.Breaker.AllowAt(start)
-		return start, err
+// handle guards one message. The path of a healthy message (no floodgate
+// metadata, admitted, delivered) stays in small stack frames: Watermill
+// runs each message on a new goroutine, whose first stack a large frame
+// would make grow every time. Everything else is settled in functions of
+// its own (screen, refused, failed).
+func (g *guard) handle(h message.HandlerFunc, msg *message.Message) ([]*message.Message, error) {
+	var c call // set field by field: a literal would take a second copy in the frame
+	c.key, c.token, c.clock, c.wall, c.classify = g.key, g.token, g.clock, g.wall, g.classify
+	var noKey error // why a message has no partner (per-partner mode)
+	if g.reg != nil {
+		c.key, noKey = g.partnerKey(msg)
 	}
-	p, lease, err := g.reg.Acquire(c.key)
-	if p == nil {
-		if !errors.Is(err, partner.ErrNoKey) {
+	if noKey != nil || msg.Context().Err() != nil || floodgateMeta(msg.Metadata) || g.cfg.Queue.Holds(msg) {
+		if err, settled := g.screen(msg, &c, noKey); settled {
+			return nil, err
+		}
+	}
+	if err := g.admit(&c); err != nil {
+		return nil, g.refused(msg, &c, err)
+	}
+	g.run(h, msg, &c)
+	if c.err != nil {
+		return nil, g.failed(msg, &c)
+	}
+	if g.cfg.OnEvent != nil {
+		g.delivered(msg, &c)
+	}
+	return c.out, nil
+}
+
+// floodgatePrefix starts every metadata key floodgate sets (the
+// retryqueue Meta* constants).
+const floodgatePrefix = "floodgate_"
+
+// floodgateMeta reports whether md has a key of floodgate's: only such a
+// message can have floodgate metadata that is malformed. Not inlined: the
+// map iterator's frame would stay in handle's while the handler runs.
+//
+//go:noinline
+func floodgateMeta(md message.Metadata) bool {
+	for k := range md {
+		if strings.HasPrefix(k, floodgatePrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// screen settles, before admission, a message that must not be admitted,
+// first match wins: its context is done (nacked, or dead-lettered on its
+// last delivery); it has no partner (dead-lettered); its floodgate
+// metadata is malformed (dead-lettered, see [retryqueue.Queue.Malformed]);
+// its ordering key is held (diverted "ordering"). settled is false when
+// none applies: the message goes on to admission.
+func (g *guard) screen(msg *message.Message, c *call, noKey error) (err error, settled bool) {
+	ev := c.event(msg)
+	if ctx := msg.Context(); ctx.Err() != nil {
+		// Given up before admission (the subscriber's ack deadline
+		// passed while the message waited, or the router is closing):
+		// no partner call, nothing counted by the breaker, nothing
+		// made durable that an ignored ack would duplicate. The broker
+		// redelivers it, unless this is its last delivery.
+		if noKey == nil {
 			ev.Partner = g.tokenOf(c.key)
 		}
-		return start, err
+		if err, last := g.lastDelivery(msg, ev, c.key, "admit", context.Cause(ctx)); last {
+			return err, true
+		}
+		ev.Action, ev.Err = Nacked, context.Cause(ctx)
+		g.emit(ev)
+		return fmt.Errorf("floodgate: message %s: context done before admission: %w", msg.UUID, ev.Err), true
 	}
-	ev.Partner = p.Token()
-	c.lease, c.clock, c.classify = lease, p.Clock(), p.Classifier()
+	if noKey != nil {
+		return g.deadLetter(msg, ev, "", DeadReasonNoPartner, noKey), true
+	}
+	if floodgateMeta(msg.Metadata) {
+		if reason, bad := g.cfg.Queue.Malformed(msg); bad {
+			ev.Partner = g.tokenOf(c.key)
+			return g.deadLetter(msg, ev, c.key, retryqueue.DeadReasonMalformed, fmt.Errorf("%w: %s", retryqueue.ErrMalformed, reason)), true
+		}
+	}
+	// Per-key ordering: the key still has messages in the backlog, so
+	// this one queues behind them (never true for drained messages).
+	if g.cfg.Queue.Holds(msg) {
+		ev.Partner = g.tokenOf(c.key)
+		return g.divert(msg, ev, c.key, retryqueue.ReasonOrdering, "", nil), true
+	}
+	return nil, false
+}
+
+// admit asks the breaker (single-partner mode) or the partner registry for
+// a permit or lease for c, and sets c.start, the admission time, read once
+// from the breaker's clock. In per-partner mode it sets c's token, clock
+// and Classifier to the partner's.
+func (g *guard) admit(c *call) (err error) {
+	if g.reg == nil {
+		c.start = c.clock.Now()
+		c.permit, err = g.cfg.Breaker.AllowAt(c.start)
+		return err
+	}
+	p, err := g.reg.Get(c.key)
 	if err == nil {
-		start = c.clock.Now()
+		c.start = p.Clock().Now()
+		if c.lease, err = p.AcquireAt(c.start); err != nil && errors.Is(err, partner.ErrEvicted) {
+			// Evicted in between (rare): Acquire waits for the eviction
+			// and admits the call to the partner made anew.
+			if p, c.lease, err = g.reg.Acquire(c.key); p != nil {
+				c.start = p.Clock().Now()
+			}
+		}
 	}
-	return start, err
+	if p == nil {
+		if !errors.Is(err, partner.ErrNoKey) {
+			c.token = g.tokenOf(c.key)
+		}
+		return err
+	}
+	c.token, c.clock, c.classify = p.Token(), p.Clock(), p.Classifier()
+	c.wall = breaker.IsWallClock(c.clock)
+	return err
 }
 
 // refused settles a message that was not admitted: the breaker rejected it
 // (diverted "open", "probe-limit" or "ramp"), or the partner registry did
 // (see the package doc's table).
-func (g *guard) refused(msg *message.Message, ev Event, key string, err error) error {
+func (g *guard) refused(msg *message.Message, c *call, err error) error {
+	ev, key := c.event(msg), c.key
 	reason := retryqueue.ReasonOpen
 	switch {
 	case errors.Is(err, partner.ErrBulkheadFull):
@@ -196,6 +258,27 @@ func (g *guard) refused(msg *message.Message, ev Event, key string, err error) e
 		reason = retryqueue.ReasonProbeLimit
 	}
 	return g.divert(msg, ev, key, reason, "", err)
+}
+
+// delivered emits the event of a delivered message.
+func (g *guard) delivered(msg *message.Message, c *call) {
+	ev := c.event(msg)
+	ev.Action, ev.Admitted, ev.Probe, ev.Outcome, ev.Latency = Delivered, true, c.isProbe(), c.outcome, c.latency
+	g.emit(ev)
+}
+
+// failed settles an admitted message whose handler returned an error:
+// diverted, or dead-lettered when permanent.
+func (g *guard) failed(msg *message.Message, c *call) error {
+	ev := c.event(msg)
+	ev.Admitted, ev.Probe, ev.Outcome, ev.Latency, ev.Err = true, c.isProbe(), c.outcome, c.latency, c.err
+	switch c.fate {
+	case fateNotAttempted:
+		return g.divert(msg, ev, c.key, retryqueue.ReasonNotAttempted, "", c.err)
+	case fatePermanent:
+		return g.deadLetter(msg, ev, c.key, retryqueue.DeadReasonPermanent, c.err)
+	}
+	return g.divert(msg, ev, c.key, retryqueue.ReasonFailure, "", c.err)
 }
 
 // partnerKey returns the partner key of msg in per-partner mode: its
@@ -238,49 +321,80 @@ func (g *guard) tokenOf(key string) string {
 
 // run calls h under the configured deadline and reports the outcome to the
 // breaker through c's permit or lease (see judge), with the latency from
-// start (the admission time) on the breaker's clock: two clock reads per call in all. The
-// message's own context is restored before run returns, so a later publish
-// or retry never sees the timed-out one. A panic in h becomes a retryable
-// error (*PanicError): the call counts as a failure and the message is
-// diverted with its attempt counted, so a message that always panics ends
-// in the dead letters instead of looping.
-func (g *guard) run(h message.HandlerFunc, msg *message.Message, c *call, start time.Time, ev *Event) (out []*message.Message, err error, f fate) {
+// c.start (the admission time) on the breaker's clock: two clock reads per
+// call in all (with the wall clock; a breaker on another clock adds two
+// reads of the wall clock, for the deadline). The handler's context is a
+// callCtx (one allocation; none with NoTimeout, but for a probe's mark);
+// the message's own context is restored before run returns, so a later
+// publish or retry never sees the timed-out one. A panic in h becomes a
+// retryable error (*PanicError): the call counts as a failure and the
+// message is diverted with its attempt counted, so a message that always
+// panics ends in the dead letters instead of looping.
+func (g *guard) run(h message.HandlerFunc, msg *message.Message, c *call) {
 	parent := msg.Context()
-	ctx, cancel := context.WithTimeout(parent, g.cfg.Timeout)
-	if c.isProbe() {
-		ctx = context.WithValue(ctx, probeKey{}, true)
+	var cc *callCtx
+	if g.cfg.Timeout > 0 {
+		wallStart := c.start
+		if !c.wall {
+			wallStart = time.Now()
+		}
+		cc = newCallCtx(parent, wallStart.Add(g.cfg.Timeout), c.isProbe())
+		msg.SetContext(cc)
+	} else if c.isProbe() {
+		msg.SetContext(context.WithValue(parent, probeKey{}, true))
 	}
-	msg.SetContext(ctx)
 	defer func() {
-		cancel()
-		msg.SetContext(parent)
-		if r := recover(); r != nil {
+		if !c.done { // h panicked, or exited its goroutine
+			v := recover()
 			end := c.clock.Now()
-			ev.Latency, ev.Outcome = end.Sub(start), breaker.OutcomeFailure
-			c.recordAt(end, breaker.OutcomeFailure, ev.Latency)
-			out, err, f = nil, &PanicError{Value: r, Stack: debug.Stack()}, fateRetry
-			g.cfg.Logger.Error("floodgate: handler panicked; the message is diverted as a failure", err,
-				watermill.LogFields{"message_uuid": msg.UUID, "stack": string(debug.Stack())})
+			restore(msg, parent, cc, c.wall, end)
+			if v != nil {
+				g.panicked(msg, c, end, v)
+			}
 		}
 	}()
 
-	out, err = h(msg)
+	c.out, c.err = h(msg)
+	c.done = true
 	end := c.clock.Now()
-	ev.Latency = end.Sub(start)
+	restore(msg, parent, cc, c.wall, end)
+	c.latency = end.Sub(c.start)
 	// Cancelled, not timed out: an outer Watermill Timeout middleware is a
 	// deadline on the partner and must count as a failure, and so is a
 	// subscriber giving up at its ack deadline when it says so in the
 	// cancel cause (jsq.ErrAckWait wraps context.DeadlineExceeded).
-	shutdown := err != nil && errors.Is(parent.Err(), context.Canceled) &&
+	shutdown := c.err != nil && errors.Is(parent.Err(), context.Canceled) &&
 		!errors.Is(context.Cause(parent), context.DeadlineExceeded)
 	var cancelled bool
-	ev.Outcome, f, cancelled = g.judge(err, shutdown, c.classify)
+	c.outcome, c.fate, cancelled = g.judge(c.err, shutdown, c.classify)
 	if cancelled {
 		c.cancel()
 	} else {
-		c.recordAt(end, ev.Outcome, ev.Latency)
+		c.recordAt(end, c.outcome, c.latency)
 	}
-	return out, err, f
+}
+
+// restore ends the handler's context cc, if any, at end (on the wall
+// clock when wall, else read now) and gives msg back its own context.
+func restore(msg *message.Message, parent context.Context, cc *callCtx, wall bool, end time.Time) {
+	if cc != nil {
+		if !wall {
+			end = time.Now()
+		}
+		cc.end(end)
+	}
+	msg.SetContext(parent)
+}
+
+// panicked reports c, whose handler panicked with v, as a failure at end,
+// and sets its error to a retryable *PanicError.
+func (g *guard) panicked(msg *message.Message, c *call, end time.Time, v any) {
+	c.latency = end.Sub(c.start)
+	c.recordAt(end, breaker.OutcomeFailure, c.latency)
+	err := &PanicError{Value: v, Stack: debug.Stack()}
+	g.cfg.Logger.Error("floodgate: handler panicked; the message is diverted as a failure", err,
+		watermill.LogFields{"message_uuid": msg.UUID, "stack": string(err.Stack)})
+	c.out, c.err, c.fate, c.outcome = nil, err, fateRetry, breaker.OutcomeFailure
 }
 
 // judge classifies a handler result, first match wins:

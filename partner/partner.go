@@ -122,7 +122,22 @@ func (p *Partner) Acquire() (Lease, error) {
 	if err := p.hold(true); err != nil {
 		return Lease{}, err
 	}
-	permit, err := p.b.Allow()
+	return p.admit(p.b.Allow())
+}
+
+// AcquireAt is [Partner.Acquire] at time now, which the caller read from
+// the partner's [Partner.Clock] ([breaker.Breaker.AllowAt]): a caller that
+// measures the call's latency on that clock reads it once for both.
+func (p *Partner) AcquireAt(now time.Time) (Lease, error) {
+	if err := p.hold(true); err != nil {
+		return Lease{}, err
+	}
+	return p.admit(p.b.AllowAt(now))
+}
+
+// admit makes the lease of a call held in the bulkhead, or undoes the hold
+// when the breaker refused it.
+func (p *Partner) admit(permit breaker.Permit, err error) (Lease, error) {
 	if err != nil {
 		p.unhold()
 		return Lease{}, err
