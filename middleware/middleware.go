@@ -32,7 +32,6 @@ func New(cfg Config) (message.HandlerMiddleware, error) {
 	if cfg.Breaker != nil {
 		bc := cfg.Breaker.Config()
 		g.clock, g.classify = bc.Clock, bc.Classifier
-		g.wall = breaker.IsWallClock(bc.Clock)
 		g.key = cfg.Queue.Partner()
 		g.token = partner.Token(g.key)
 	}
@@ -45,7 +44,6 @@ type guard struct {
 
 	// Single-partner mode only.
 	clock    breaker.Clock               // the breaker's, so latency is judged on its time
-	wall     bool                        // clock is the wall clock
 	classify func(error) breaker.Outcome // the breaker's Classifier; nil: every error a failure
 	key      string                      // the queue's partner key: the route
 	token    string                      // its token, for Event.Partner
@@ -53,40 +51,62 @@ type guard struct {
 
 // call is one message's admission and its result: the partner key whose
 // route its diversions and dead letters take and its token (Event.Partner;
-// "" while no partner is chosen), the clock and Classifier of the breaker
-// that guards it, the permit (single-partner mode) or lease (per-partner
-// mode) to report its outcome with, and the admission time (start); then
+// "" while no partner is chosen), the permit (single-partner mode) or lease (per-partner
+// mode) to report its outcome with, and the admission time (at); then
 // what the handler returned and how it was judged (see run). At most one
 // of permit and lease is set; the zero one ignores reports. One struct in
-// handle's frame, passed by pointer, keeps the frames small.
+// handle's frame, passed by pointer, keeps the frames small: Watermill
+// runs each message on a new goroutine, whose first stack (2 KiB) a deep
+// admission would make grow every time.
 type call struct {
-	key      string
-	token    string
-	clock    breaker.Clock
-	wall     bool // clock is the wall clock
-	classify func(error) breaker.Outcome
-	permit   breaker.Permit
-	lease    partner.Lease
-	start    time.Time
+	key    string
+	token  string
+	permit breaker.Permit
+	lease  partner.Lease
+	at     time.Time // admission time; once the handler returned, its end
 
 	out     []*message.Message
 	err     error
 	fate    fate
 	outcome breaker.Outcome
 	latency time.Duration
-	done    bool // the handler returned (did not panic)
 }
 
 func (c *call) isProbe() bool { return c.permit.IsProbe() || c.lease.IsProbe() }
 
 func (c *call) recordAt(now time.Time, o breaker.Outcome, latency time.Duration) {
-	c.permit.RecordAt(now, o, latency)
-	c.lease.RecordAt(now, o, latency)
+	if c.lease.Partner() != nil {
+		c.lease.RecordAt(now, o, latency)
+	} else {
+		c.permit.RecordAt(now, o, latency)
+	}
 }
 
 func (c *call) cancel() {
-	c.permit.Cancel()
-	c.lease.Cancel()
+	if c.lease.Partner() != nil {
+		c.lease.Cancel()
+	} else {
+		c.permit.Cancel()
+	}
+}
+
+// clockOf returns the clock of the breaker that admitted c: its partner's
+// (per-partner mode) or the guard's. Not kept in call, to keep handle's
+// frame small (see call).
+func (g *guard) clockOf(c *call) breaker.Clock {
+	if p := c.lease.Partner(); p != nil {
+		return p.Clock()
+	}
+	return g.clock
+}
+
+// classifierOf returns the Classifier of the breaker that admitted c (see
+// clockOf).
+func (g *guard) classifierOf(c *call) func(error) breaker.Outcome {
+	if p := c.lease.Partner(); p != nil {
+		return p.Classifier()
+	}
+	return g.classify
 }
 
 // event starts the Event of msg.
@@ -116,7 +136,7 @@ func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
 // its own (screen, refused, failed).
 func (g *guard) handle(h message.HandlerFunc, msg *message.Message) ([]*message.Message, error) {
 	var c call // set field by field: a literal would take a second copy in the frame
-	c.key, c.token, c.clock, c.wall, c.classify = g.key, g.token, g.clock, g.wall, g.classify
+	c.key, c.token = g.key, g.token
 	var noKey error // why a message has no partner (per-partner mode)
 	if g.reg != nil {
 		c.key, noKey = g.partnerKey(msg)
@@ -129,7 +149,9 @@ func (g *guard) handle(h message.HandlerFunc, msg *message.Message) ([]*message.
 	if err := g.admit(&c); err != nil {
 		return nil, g.refused(msg, &c, err)
 	}
-	g.run(h, msg, &c)
+	if g.run(h, msg, &c) {
+		g.report(msg, &c)
+	}
 	if c.err != nil {
 		return nil, g.failed(msg, &c)
 	}
@@ -200,34 +222,44 @@ func (g *guard) screen(msg *message.Message, c *call, noKey error) (err error, s
 }
 
 // admit asks the breaker (single-partner mode) or the partner registry for
-// a permit or lease for c, and sets c.start, the admission time, read once
+// a permit or lease for c, and sets c.at, the admission time, read once
 // from the breaker's clock. In per-partner mode it sets c's token, clock
 // and Classifier to the partner's.
 func (g *guard) admit(c *call) (err error) {
 	if g.reg == nil {
-		c.start = c.clock.Now()
-		c.permit, err = g.cfg.Breaker.AllowAt(c.start)
+		c.at = g.clock.Now()
+		c.permit, err = g.cfg.Breaker.AllowAt(c.at)
 		return err
 	}
 	p, err := g.reg.Get(c.key)
-	if err == nil {
-		c.start = p.Clock().Now()
-		if c.lease, err = p.AcquireAt(c.start); err != nil && errors.Is(err, partner.ErrEvicted) {
-			// Evicted in between (rare): Acquire waits for the eviction
-			// and admits the call to the partner made anew.
-			if p, c.lease, err = g.reg.Acquire(c.key); p != nil {
-				c.start = p.Clock().Now()
-			}
-		}
+	if err != nil {
+		return g.noPartner(c, err)
 	}
+	c.token, c.at = p.Token(), p.Clock().Now()
+	if c.lease, err = p.AcquireAt(c.at); err != nil && errors.Is(err, partner.ErrEvicted) {
+		return g.reacquire(c)
+	}
+	return err
+}
+
+// noPartner sets c's token for an error of [partner.Registry.Get] or
+// Acquire, which chose no partner, and returns it.
+func (g *guard) noPartner(c *call, err error) error {
+	if !errors.Is(err, partner.ErrNoKey) {
+		c.token = g.tokenOf(c.key)
+	}
+	return err
+}
+
+// reacquire admits c to its partner when the partner was evicted between
+// its lookup and its admission (rare): [partner.Registry.Acquire] waits
+// for the eviction and admits the call to the partner made anew.
+func (g *guard) reacquire(c *call) error {
+	p, lease, err := g.reg.Acquire(c.key)
 	if p == nil {
-		if !errors.Is(err, partner.ErrNoKey) {
-			c.token = g.tokenOf(c.key)
-		}
-		return err
+		return g.noPartner(c, err)
 	}
-	c.token, c.clock, c.classify = p.Token(), p.Clock(), p.Classifier()
-	c.wall = breaker.IsWallClock(c.clock)
+	c.token, c.lease, c.at = p.Token(), lease, p.Clock().Now()
 	return err
 }
 
@@ -319,23 +351,25 @@ func (g *guard) tokenOf(key string) string {
 	return partner.Token(key)
 }
 
-// run calls h under the configured deadline and reports the outcome to the
-// breaker through c's permit or lease (see judge), with the latency from
-// c.start (the admission time) on the breaker's clock: two clock reads per
-// call in all (with the wall clock; a breaker on another clock adds two
-// reads of the wall clock, for the deadline). The handler's context is a
-// callCtx (one allocation; none with NoTimeout, but for a probe's mark);
-// the message's own context is restored before run returns, so a later
-// publish or retry never sees the timed-out one. A panic in h becomes a
-// retryable error (*PanicError): the call counts as a failure and the
-// message is diverted with its attempt counted, so a message that always
-// panics ends in the dead letters instead of looping.
-func (g *guard) run(h message.HandlerFunc, msg *message.Message, c *call) {
+// run calls h under the configured deadline, and sets c's result, its
+// latency and c.at to its end on the breaker's clock: two clock reads per call in
+// all (with the wall clock; a breaker on another clock adds two reads of
+// the wall clock, for the deadline). The handler's context is a callCtx
+// (one allocation; none with NoTimeout, but for a probe's mark); the
+// message's own context is restored before run returns, so a later
+// publish or retry never sees the timed-out one. It returns false when h
+// panicked: the call is then reported as a failure and its error is a
+// retryable *PanicError, so the message is diverted with its attempt
+// counted, and a message that always panics ends in the dead letters
+// instead of looping.
+func (g *guard) run(h message.HandlerFunc, msg *message.Message, c *call) (returned bool) {
 	parent := msg.Context()
+	clock := g.clockOf(c)
+	wall := breaker.IsWallClock(clock)
 	var cc *callCtx
 	if g.cfg.Timeout > 0 {
-		wallStart := c.start
-		if !c.wall {
+		wallStart := c.at
+		if !wall {
 			wallStart = time.Now()
 		}
 		cc = newCallCtx(parent, wallStart.Add(g.cfg.Timeout), c.isProbe())
@@ -344,33 +378,41 @@ func (g *guard) run(h message.HandlerFunc, msg *message.Message, c *call) {
 		msg.SetContext(context.WithValue(parent, probeKey{}, true))
 	}
 	defer func() {
-		if !c.done { // h panicked, or exited its goroutine
+		if !returned { // h panicked, or exited its goroutine
 			v := recover()
-			end := c.clock.Now()
-			restore(msg, parent, cc, c.wall, end)
+			end := clock.Now()
+			restore(msg, parent, cc, wall, end)
+			c.latency, c.at = end.Sub(c.at), end
 			if v != nil {
-				g.panicked(msg, c, end, v)
+				g.panicked(msg, c, v)
 			}
 		}
 	}()
-
 	c.out, c.err = h(msg)
-	c.done = true
-	end := c.clock.Now()
-	restore(msg, parent, cc, c.wall, end)
-	c.latency = end.Sub(c.start)
+	end := clock.Now()
+	restore(msg, parent, cc, wall, end)
+	c.latency, c.at = end.Sub(c.at), end
+	return true
+}
+
+// report judges the result of c's handler, which returned, and reports it
+// to the breaker through c's permit or lease (see judge), with its
+// latency, at its end. It runs after run returned, so the breaker's frames are
+// not stacked on run's.
+func (g *guard) report(msg *message.Message, c *call) {
 	// Cancelled, not timed out: an outer Watermill Timeout middleware is a
 	// deadline on the partner and must count as a failure, and so is a
 	// subscriber giving up at its ack deadline when it says so in the
 	// cancel cause (jsq.ErrAckWait wraps context.DeadlineExceeded).
+	parent := msg.Context()
 	shutdown := c.err != nil && errors.Is(parent.Err(), context.Canceled) &&
 		!errors.Is(context.Cause(parent), context.DeadlineExceeded)
 	var cancelled bool
-	c.outcome, c.fate, cancelled = g.judge(c.err, shutdown, c.classify)
+	c.outcome, c.fate, cancelled = g.judge(c, shutdown)
 	if cancelled {
 		c.cancel()
 	} else {
-		c.recordAt(end, c.outcome, c.latency)
+		c.recordAt(c.at, c.outcome, c.latency)
 	}
 }
 
@@ -386,18 +428,17 @@ func restore(msg *message.Message, parent context.Context, cc *callCtx, wall boo
 	msg.SetContext(parent)
 }
 
-// panicked reports c, whose handler panicked with v, as a failure at end,
-// and sets its error to a retryable *PanicError.
-func (g *guard) panicked(msg *message.Message, c *call, end time.Time, v any) {
-	c.latency = end.Sub(c.start)
-	c.recordAt(end, breaker.OutcomeFailure, c.latency)
+// panicked reports c, whose handler panicked with v, as a failure at
+// c.at, and sets its error to a retryable *PanicError.
+func (g *guard) panicked(msg *message.Message, c *call, v any) {
+	c.recordAt(c.at, breaker.OutcomeFailure, c.latency)
 	err := &PanicError{Value: v, Stack: debug.Stack()}
 	g.cfg.Logger.Error("floodgate: handler panicked; the message is diverted as a failure", err,
 		watermill.LogFields{"message_uuid": msg.UUID, "stack": string(err.Stack)})
 	c.out, c.err, c.fate, c.outcome = nil, err, fateRetry, breaker.OutcomeFailure
 }
 
-// judge classifies a handler result, first match wins:
+// judge classifies the result of c's handler, first match wins:
 //
 //  1. nil: a success; the message is delivered.
 //  2. [ErrNotAttempted] in err's chain: the permit is cancelled (nothing
@@ -407,11 +448,17 @@ func (g *guard) panicked(msg *message.Message, c *call, end time.Time, v any) {
 //     evidence; MaxProbeWait expires a probe never reported); the message
 //     is diverted for failure, so it is not lost.
 //  4. [Config.IsPermanent]: neutral (the partner answered); dead-lettered.
-//  5. otherwise the breaker's Classifier (classify) decides the outcome (default: a
-//     failure), and the message is diverted for failure with its attempt
+//  5. otherwise the Classifier of the breaker that admitted c decides the
+//     outcome (default: a failure), and the message is diverted for failure with its attempt
 //     counted, whatever the Classifier said: the partner was contacted and
 //     the message not delivered.
-func (g *guard) judge(err error, shutdown bool, classify func(error) breaker.Outcome) (o breaker.Outcome, f fate, cancelled bool) {
+//
+// It is not inlined, so the frame of the breaker's report does not stack on
+// its own.
+//
+//go:noinline
+func (g *guard) judge(c *call, shutdown bool) (o breaker.Outcome, f fate, cancelled bool) {
+	err := c.err
 	switch {
 	case err == nil:
 		return breaker.OutcomeSuccess, fateRetry, false
@@ -421,7 +468,8 @@ func (g *guard) judge(err error, shutdown bool, classify func(error) breaker.Out
 		return breaker.OutcomeNeutral, fateRetry, true
 	case g.cfg.IsPermanent(err):
 		return breaker.OutcomeNeutral, fatePermanent, false
-	case classify != nil:
+	}
+	if classify := g.classifierOf(c); classify != nil {
 		return classify(err), fateRetry, false
 	}
 	return breaker.OutcomeFailure, fateRetry, false

@@ -122,22 +122,25 @@ func (p *Partner) Acquire() (Lease, error) {
 	if err := p.hold(true); err != nil {
 		return Lease{}, err
 	}
-	return p.admit(p.b.Allow())
+	permit, err := p.b.Allow()
+	if err != nil {
+		p.unhold()
+		return Lease{}, err
+	}
+	g := guards.Get().(*guard)
+	return Lease{p: p, permit: permit, g: g, gen: g.gen.Load()}, nil
 }
 
 // AcquireAt is [Partner.Acquire] at time now, which the caller read from
 // the partner's [Partner.Clock] ([breaker.Breaker.AllowAt]): a caller that
-// measures the call's latency on that clock reads it once for both.
+// measures the call's latency on that clock reads it once for both. (The
+// two are written out in full, not through a shared helper, to keep the
+// stack of a call shallow: see the middleware package.)
 func (p *Partner) AcquireAt(now time.Time) (Lease, error) {
 	if err := p.hold(true); err != nil {
 		return Lease{}, err
 	}
-	return p.admit(p.b.AllowAt(now))
-}
-
-// admit makes the lease of a call held in the bulkhead, or undoes the hold
-// when the breaker refused it.
-func (p *Partner) admit(permit breaker.Permit, err error) (Lease, error) {
+	permit, err := p.b.AllowAt(now)
 	if err != nil {
 		p.unhold()
 		return Lease{}, err
