@@ -69,9 +69,9 @@ type Config struct {
 
 	// Timeout bounds one delivery attempt: the wrapped handler runs with a
 	// message context that is cancelled after it. Optional. Default
-	// [DefaultTimeout] (10 s); any negative value ([NoTimeout]) means
-	// none: the handler gets the message's context as it came (marked
-	// when a probe, see [IsProbe]). Keep Timeout plus the queue's
+	// [DefaultTimeout] (10 s); must be > 0, or negative for none
+	// ([NoTimeout]: the handler gets the message's context as it came,
+	// marked when a probe, see [IsProbe]). Keep Timeout plus the queue's
 	// PublishTimeout below the source consumer's AckWait. If the
 	// subscriber gives up first and cancels the message's context with a
 	// cause wrapping [context.DeadlineExceeded] (jsq does, with
