@@ -30,6 +30,15 @@ type TimerClock interface {
 	AfterFunc(d time.Duration, f func()) Timer
 }
 
+// IsWallClock reports whether c is the default [Clock], the wall clock
+// ([time.Now]) that a breaker made without [Config.Clock] reports in
+// [Breaker.Config]: a caller can then take a breaker's times as wall
+// times, and need not read [time.Now] besides.
+func IsWallClock(c Clock) bool {
+	_, ok := c.(wallClock)
+	return ok
+}
+
 // wallClock is the default clock.
 type wallClock struct{}
 

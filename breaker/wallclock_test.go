@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/breaker/breakertest"
 )
 
 // TestWallClockTimers runs the default wall clock inside a synctest bubble:
@@ -66,4 +67,25 @@ func TestWallClockTimers(t *testing.T) {
 			t.Fatalf("%+v, want half-open with 1 trip", s)
 		}
 	})
+}
+
+// TestIsWallClock: a breaker made without a Clock reports the wall clock;
+// one given a clock reports that clock, which is not the wall clock.
+func TestIsWallClock(t *testing.T) {
+	b, err := breaker.New(breaker.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Stop()
+	if !breaker.IsWallClock(b.Config().Clock) {
+		t.Error("default clock: IsWallClock false")
+	}
+	fake, err := breaker.New(breaker.Config{Clock: breakertest.NewClock(time.Time{})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fake.Stop()
+	if breaker.IsWallClock(fake.Config().Clock) || breaker.IsWallClock(nil) {
+		t.Error("fake or nil clock: IsWallClock true")
+	}
 }

@@ -21,6 +21,13 @@ import (
 // message whose delivery is still running.
 const DefaultTimeout = 10 * time.Second
 
+// NoTimeout, as [Config.Timeout], runs the wrapped handler with the
+// message's own context, without a deadline of the middleware's: for a
+// handler that bounds its own calls (an HTTP client's Timeout), or a
+// subscriber whose context already carries one. The healthy path then
+// allocates nothing.
+const NoTimeout time.Duration = -1
+
 // ErrInvalidConfig is wrapped by every error [New] returns for a bad [Config].
 var ErrInvalidConfig = errors.New("middleware: invalid config")
 
@@ -62,8 +69,10 @@ type Config struct {
 
 	// Timeout bounds one delivery attempt: the wrapped handler runs with a
 	// message context that is cancelled after it. Optional. Default
-	// [DefaultTimeout] (10 s); must be > 0 when set, and Timeout plus the
-	// queue's PublishTimeout below the source consumer's AckWait. If the
+	// [DefaultTimeout] (10 s); must be > 0, or negative for none
+	// ([NoTimeout]: the handler gets the message's context as it came,
+	// marked when a probe, see [IsProbe]). Keep Timeout plus the queue's
+	// PublishTimeout below the source consumer's AckWait. If the
 	// subscriber gives up first and cancels the message's context with a
 	// cause wrapping [context.DeadlineExceeded] (jsq does, with
 	// [github.com/floodgate-go/floodgate/jsq.ErrAckWait]), the handler's
@@ -126,8 +135,6 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: PartnerKey and DefaultPartner are allowed with Partners only, not with Breaker", ErrInvalidConfig)
 	case c.Queue == nil:
 		return fmt.Errorf("%w: Queue is required", ErrInvalidConfig)
-	case c.Timeout <= 0:
-		return fmt.Errorf("%w: Timeout must be > 0, got %v", ErrInvalidConfig, c.Timeout)
 	}
 	return nil
 }

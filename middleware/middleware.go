@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -48,29 +49,69 @@ type guard struct {
 	token    string                      // its token, for Event.Partner
 }
 
-// call is one message's admission: the partner key whose route its
-// diversions and dead letters take, the clock and Classifier of the breaker
-// that guards it, and the permit (single-partner mode) or lease
-// (per-partner mode) to report its outcome with. Exactly one of permit and
-// lease is set; the zero one ignores reports.
+// call is one message's admission and its result: the partner key whose
+// route its diversions and dead letters take and its token (Event.Partner;
+// "" while no partner is chosen), the permit (single-partner mode) or lease (per-partner
+// mode) to report its outcome with, and the admission time (at); then
+// what the handler returned and how it was judged (see run). At most one
+// of permit and lease is set; the zero one ignores reports. One struct in
+// handle's frame, passed by pointer, keeps the frames small: Watermill
+// runs each message on a new goroutine, whose first stack (2 KiB) a deep
+// admission would make grow every time.
 type call struct {
-	key      string
-	clock    breaker.Clock
-	classify func(error) breaker.Outcome
-	permit   breaker.Permit
-	lease    partner.Lease
+	key    string
+	token  string
+	permit breaker.Permit
+	lease  partner.Lease
+	at     time.Time // admission time; once the handler returned, its end
+
+	out     []*message.Message
+	err     error
+	fate    fate
+	outcome breaker.Outcome
+	latency time.Duration
 }
 
 func (c *call) isProbe() bool { return c.permit.IsProbe() || c.lease.IsProbe() }
 
 func (c *call) recordAt(now time.Time, o breaker.Outcome, latency time.Duration) {
-	c.permit.RecordAt(now, o, latency)
-	c.lease.RecordAt(now, o, latency)
+	if c.lease.Partner() != nil {
+		c.lease.RecordAt(now, o, latency)
+	} else {
+		c.permit.RecordAt(now, o, latency)
+	}
 }
 
 func (c *call) cancel() {
-	c.permit.Cancel()
-	c.lease.Cancel()
+	if c.lease.Partner() != nil {
+		c.lease.Cancel()
+	} else {
+		c.permit.Cancel()
+	}
+}
+
+// clockOf returns the clock of the breaker that admitted c: its partner's
+// (per-partner mode) or the guard's. Not kept in call, to keep handle's
+// frame small (see call).
+func (g *guard) clockOf(c *call) breaker.Clock {
+	if p := c.lease.Partner(); p != nil {
+		return p.Clock()
+	}
+	return g.clock
+}
+
+// classifierOf returns the Classifier of the breaker that admitted c (see
+// clockOf).
+func (g *guard) classifierOf(c *call) func(error) breaker.Outcome {
+	if p := c.lease.Partner(); p != nil {
+		return p.Classifier()
+	}
+	return g.classify
+}
+
+// event starts the Event of msg.
+func (c *call) event(msg *message.Message) Event {
+	return Event{UUID: msg.UUID, Partner: c.token, PartnerKey: c.key}
 }
 
 // fate is what becomes of a message whose handler returned an error.
@@ -84,96 +125,149 @@ const (
 
 func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
 	return func(msg *message.Message) ([]*message.Message, error) {
-		ev := Event{UUID: msg.UUID, Partner: g.token}
-		c := call{key: g.key, clock: g.clock, classify: g.classify}
-		var noKey error // why a message has no partner (per-partner mode)
-		if g.reg != nil {
-			c.key, noKey = g.partnerKey(msg)
-		}
-		ev.PartnerKey = c.key
-		if ctx := msg.Context(); ctx.Err() != nil {
-			// Given up before admission (the subscriber's ack deadline
-			// passed while the message waited, or the router is closing):
-			// no partner call, nothing counted by the breaker, nothing
-			// made durable that an ignored ack would duplicate. The broker
-			// redelivers it, unless this is its last delivery.
-			if noKey == nil {
-				ev.Partner = g.tokenOf(c.key)
-			}
-			if err, last := g.lastDelivery(msg, ev, c.key, "admit", context.Cause(ctx)); last {
-				return nil, err
-			}
-			ev.Action, ev.Err = Nacked, context.Cause(ctx)
-			g.emit(ev)
-			return nil, fmt.Errorf("floodgate: message %s: context done before admission: %w", msg.UUID, ev.Err)
-		}
-		if noKey != nil {
-			return nil, g.deadLetter(msg, ev, "", DeadReasonNoPartner, noKey)
-		}
-		if reason, bad := g.cfg.Queue.Malformed(msg); bad {
-			ev.Partner = g.tokenOf(c.key)
-			return nil, g.deadLetter(msg, ev, c.key, retryqueue.DeadReasonMalformed, fmt.Errorf("%w: %s", retryqueue.ErrMalformed, reason))
-		}
-
-		// Per-key ordering: the key still has messages in the backlog, so
-		// this one queues behind them (never true for drained messages).
-		if g.cfg.Queue.Holds(msg) {
-			ev.Partner = g.tokenOf(c.key)
-			return nil, g.divert(msg, ev, c.key, retryqueue.ReasonOrdering, "", nil)
-		}
-
-		start, err := g.admit(&c, &ev)
-		if err != nil {
-			return nil, g.refused(msg, ev, c.key, err)
-		}
-
-		ev.Admitted, ev.Probe = true, c.isProbe()
-		out, herr, f := g.run(h, msg, &c, start, &ev)
-		if herr == nil {
-			ev.Action = Delivered
-			g.emit(ev)
-			return out, nil
-		}
-		ev.Err = herr
-		switch f {
-		case fateNotAttempted:
-			return nil, g.divert(msg, ev, c.key, retryqueue.ReasonNotAttempted, "", herr)
-		case fatePermanent:
-			return nil, g.deadLetter(msg, ev, c.key, retryqueue.DeadReasonPermanent, herr)
-		}
-		return nil, g.divert(msg, ev, c.key, retryqueue.ReasonFailure, "", herr)
+		return g.handle(h, msg)
 	}
 }
 
-// admit asks the breaker (single-partner mode) or the partner registry for
-// a permit or lease for c, and returns the admission time on the breaker's
-// clock. In per-partner mode it sets ev.Partner, and c's clock and
-// Classifier to the partner's.
-func (g *guard) admit(c *call, ev *Event) (start time.Time, err error) {
-	if g.reg == nil {
-		start = c.clock.Now()
-		c.permit, err = g.cfg.Breaker.AllowAt(start)
-		return start, err
+// handle guards one message. The path of a healthy message (no floodgate
+// metadata, admitted, delivered) stays in small stack frames: Watermill
+// runs each message on a new goroutine, whose first stack a large frame
+// would make grow every time. Everything else is settled in functions of
+// its own (screen, refused, failed).
+func (g *guard) handle(h message.HandlerFunc, msg *message.Message) ([]*message.Message, error) {
+	var c call // set field by field: a literal would take a second copy in the frame
+	c.key, c.token = g.key, g.token
+	var noKey error // why a message has no partner (per-partner mode)
+	if g.reg != nil {
+		c.key, noKey = g.partnerKey(msg)
 	}
-	p, lease, err := g.reg.Acquire(c.key)
-	if p == nil {
-		if !errors.Is(err, partner.ErrNoKey) {
+	if noKey != nil || msg.Context().Err() != nil || floodgateMeta(msg.Metadata) || g.cfg.Queue.Holds(msg) {
+		if err, settled := g.screen(msg, &c, noKey); settled {
+			return nil, err
+		}
+	}
+	if err := g.admit(&c); err != nil {
+		return nil, g.refused(msg, &c, err)
+	}
+	if g.run(h, msg, &c) {
+		g.report(msg, &c)
+	}
+	if c.err != nil {
+		return nil, g.failed(msg, &c)
+	}
+	if g.cfg.OnEvent != nil {
+		g.delivered(msg, &c)
+	}
+	return c.out, nil
+}
+
+// floodgatePrefix starts every metadata key floodgate sets (the
+// retryqueue Meta* constants).
+const floodgatePrefix = "floodgate_"
+
+// floodgateMeta reports whether md has a key of floodgate's: only such a
+// message can have floodgate metadata that is malformed. Not inlined: the
+// map iterator's frame would stay in handle's while the handler runs.
+//
+//go:noinline
+func floodgateMeta(md message.Metadata) bool {
+	for k := range md {
+		if strings.HasPrefix(k, floodgatePrefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// screen settles, before admission, a message that must not be admitted,
+// first match wins: its context is done (nacked, or dead-lettered on its
+// last delivery); it has no partner (dead-lettered); its floodgate
+// metadata is malformed (dead-lettered, see [retryqueue.Queue.Malformed]);
+// its ordering key is held (diverted "ordering"). settled is false when
+// none applies: the message goes on to admission.
+func (g *guard) screen(msg *message.Message, c *call, noKey error) (err error, settled bool) {
+	ev := c.event(msg)
+	if ctx := msg.Context(); ctx.Err() != nil {
+		// Given up before admission (the subscriber's ack deadline
+		// passed while the message waited, or the router is closing):
+		// no partner call, nothing counted by the breaker, nothing
+		// made durable that an ignored ack would duplicate. The broker
+		// redelivers it, unless this is its last delivery.
+		if noKey == nil {
 			ev.Partner = g.tokenOf(c.key)
 		}
-		return start, err
+		if err, last := g.lastDelivery(msg, ev, c.key, "admit", context.Cause(ctx)); last {
+			return err, true
+		}
+		ev.Action, ev.Err = Nacked, context.Cause(ctx)
+		g.emit(ev)
+		return fmt.Errorf("floodgate: message %s: context done before admission: %w", msg.UUID, ev.Err), true
 	}
-	ev.Partner = p.Token()
-	c.lease, c.clock, c.classify = lease, p.Clock(), p.Classifier()
-	if err == nil {
-		start = c.clock.Now()
+	if noKey != nil {
+		return g.deadLetter(msg, ev, "", DeadReasonNoPartner, noKey), true
 	}
-	return start, err
+	if floodgateMeta(msg.Metadata) {
+		if reason, bad := g.cfg.Queue.Malformed(msg); bad {
+			ev.Partner = g.tokenOf(c.key)
+			return g.deadLetter(msg, ev, c.key, retryqueue.DeadReasonMalformed, fmt.Errorf("%w: %s", retryqueue.ErrMalformed, reason)), true
+		}
+	}
+	// Per-key ordering: the key still has messages in the backlog, so
+	// this one queues behind them (never true for drained messages).
+	if g.cfg.Queue.Holds(msg) {
+		ev.Partner = g.tokenOf(c.key)
+		return g.divert(msg, ev, c.key, retryqueue.ReasonOrdering, "", nil), true
+	}
+	return nil, false
+}
+
+// admit asks the breaker (single-partner mode) or the partner registry for
+// a permit or lease for c, and sets c.at, the admission time, read once
+// from the breaker's clock. In per-partner mode it sets c's token, clock
+// and Classifier to the partner's.
+func (g *guard) admit(c *call) (err error) {
+	if g.reg == nil {
+		c.at = g.clock.Now()
+		c.permit, err = g.cfg.Breaker.AllowAt(c.at)
+		return err
+	}
+	p, err := g.reg.Get(c.key)
+	if err != nil {
+		return g.noPartner(c, err)
+	}
+	c.token, c.at = p.Token(), p.Clock().Now()
+	if c.lease, err = p.AcquireAt(c.at); err != nil && errors.Is(err, partner.ErrEvicted) {
+		return g.reacquire(c)
+	}
+	return err
+}
+
+// noPartner sets c's token for an error of [partner.Registry.Get] or
+// Acquire, which chose no partner, and returns it.
+func (g *guard) noPartner(c *call, err error) error {
+	if !errors.Is(err, partner.ErrNoKey) {
+		c.token = g.tokenOf(c.key)
+	}
+	return err
+}
+
+// reacquire admits c to its partner when the partner was evicted between
+// its lookup and its admission (rare): [partner.Registry.Acquire] waits
+// for the eviction and admits the call to the partner made anew.
+func (g *guard) reacquire(c *call) error {
+	p, lease, err := g.reg.Acquire(c.key)
+	if p == nil {
+		return g.noPartner(c, err)
+	}
+	c.token, c.lease, c.at = p.Token(), lease, p.Clock().Now()
+	return err
 }
 
 // refused settles a message that was not admitted: the breaker rejected it
 // (diverted "open", "probe-limit" or "ramp"), or the partner registry did
 // (see the package doc's table).
-func (g *guard) refused(msg *message.Message, ev Event, key string, err error) error {
+func (g *guard) refused(msg *message.Message, c *call, err error) error {
+	ev, key := c.event(msg), c.key
 	reason := retryqueue.ReasonOpen
 	switch {
 	case errors.Is(err, partner.ErrBulkheadFull):
@@ -196,6 +290,27 @@ func (g *guard) refused(msg *message.Message, ev Event, key string, err error) e
 		reason = retryqueue.ReasonProbeLimit
 	}
 	return g.divert(msg, ev, key, reason, "", err)
+}
+
+// delivered emits the event of a delivered message.
+func (g *guard) delivered(msg *message.Message, c *call) {
+	ev := c.event(msg)
+	ev.Action, ev.Admitted, ev.Probe, ev.Outcome, ev.Latency = Delivered, true, c.isProbe(), c.outcome, c.latency
+	g.emit(ev)
+}
+
+// failed settles an admitted message whose handler returned an error:
+// diverted, or dead-lettered when permanent.
+func (g *guard) failed(msg *message.Message, c *call) error {
+	ev := c.event(msg)
+	ev.Admitted, ev.Probe, ev.Outcome, ev.Latency, ev.Err = true, c.isProbe(), c.outcome, c.latency, c.err
+	switch c.fate {
+	case fateNotAttempted:
+		return g.divert(msg, ev, c.key, retryqueue.ReasonNotAttempted, "", c.err)
+	case fatePermanent:
+		return g.deadLetter(msg, ev, c.key, retryqueue.DeadReasonPermanent, c.err)
+	}
+	return g.divert(msg, ev, c.key, retryqueue.ReasonFailure, "", c.err)
 }
 
 // partnerKey returns the partner key of msg in per-partner mode: its
@@ -236,54 +351,94 @@ func (g *guard) tokenOf(key string) string {
 	return partner.Token(key)
 }
 
-// run calls h under the configured deadline and reports the outcome to the
-// breaker through c's permit or lease (see judge), with the latency from
-// start (the admission time) on the breaker's clock: two clock reads per call in all. The
-// message's own context is restored before run returns, so a later publish
-// or retry never sees the timed-out one. A panic in h becomes a retryable
-// error (*PanicError): the call counts as a failure and the message is
-// diverted with its attempt counted, so a message that always panics ends
-// in the dead letters instead of looping.
-func (g *guard) run(h message.HandlerFunc, msg *message.Message, c *call, start time.Time, ev *Event) (out []*message.Message, err error, f fate) {
+// run calls h under the configured deadline, and sets c's result, its
+// latency and c.at to its end on the breaker's clock: two clock reads per call in
+// all (with the wall clock; a breaker on another clock adds two reads of
+// the wall clock, for the deadline). The handler's context is a callCtx
+// (one allocation; none with NoTimeout, but for a probe's mark); the
+// message's own context is restored before run returns, so a later
+// publish or retry never sees the timed-out one. It returns false when h
+// panicked: the call is then reported as a failure and its error is a
+// retryable *PanicError, so the message is diverted with its attempt
+// counted, and a message that always panics ends in the dead letters
+// instead of looping.
+func (g *guard) run(h message.HandlerFunc, msg *message.Message, c *call) (returned bool) {
 	parent := msg.Context()
-	ctx, cancel := context.WithTimeout(parent, g.cfg.Timeout)
-	if c.isProbe() {
-		ctx = context.WithValue(ctx, probeKey{}, true)
+	clock := g.clockOf(c)
+	wall := breaker.IsWallClock(clock)
+	var cc *callCtx
+	if g.cfg.Timeout > 0 {
+		wallStart := c.at
+		if !wall {
+			wallStart = time.Now()
+		}
+		cc = newCallCtx(parent, wallStart.Add(g.cfg.Timeout), c.isProbe())
+		msg.SetContext(cc)
+	} else if c.isProbe() {
+		msg.SetContext(context.WithValue(parent, probeKey{}, true))
 	}
-	msg.SetContext(ctx)
 	defer func() {
-		cancel()
-		msg.SetContext(parent)
-		if r := recover(); r != nil {
-			end := c.clock.Now()
-			ev.Latency, ev.Outcome = end.Sub(start), breaker.OutcomeFailure
-			c.recordAt(end, breaker.OutcomeFailure, ev.Latency)
-			out, err, f = nil, &PanicError{Value: r, Stack: debug.Stack()}, fateRetry
-			g.cfg.Logger.Error("floodgate: handler panicked; the message is diverted as a failure", err,
-				watermill.LogFields{"message_uuid": msg.UUID, "stack": string(debug.Stack())})
+		if !returned { // h panicked, or exited its goroutine
+			v := recover()
+			end := clock.Now()
+			restore(msg, parent, cc, wall, end)
+			c.latency, c.at = end.Sub(c.at), end
+			if v != nil {
+				g.panicked(msg, c, v)
+			}
 		}
 	}()
+	c.out, c.err = h(msg)
+	end := clock.Now()
+	restore(msg, parent, cc, wall, end)
+	c.latency, c.at = end.Sub(c.at), end
+	return true
+}
 
-	out, err = h(msg)
-	end := c.clock.Now()
-	ev.Latency = end.Sub(start)
+// report judges the result of c's handler, which returned, and reports it
+// to the breaker through c's permit or lease (see judge), with its
+// latency, at its end. It runs after run returned, so the breaker's frames are
+// not stacked on run's.
+func (g *guard) report(msg *message.Message, c *call) {
 	// Cancelled, not timed out: an outer Watermill Timeout middleware is a
 	// deadline on the partner and must count as a failure, and so is a
 	// subscriber giving up at its ack deadline when it says so in the
 	// cancel cause (jsq.ErrAckWait wraps context.DeadlineExceeded).
-	shutdown := err != nil && errors.Is(parent.Err(), context.Canceled) &&
+	parent := msg.Context()
+	shutdown := c.err != nil && errors.Is(parent.Err(), context.Canceled) &&
 		!errors.Is(context.Cause(parent), context.DeadlineExceeded)
 	var cancelled bool
-	ev.Outcome, f, cancelled = g.judge(err, shutdown, c.classify)
+	c.outcome, c.fate, cancelled = g.judge(c, shutdown)
 	if cancelled {
 		c.cancel()
 	} else {
-		c.recordAt(end, ev.Outcome, ev.Latency)
+		c.recordAt(c.at, c.outcome, c.latency)
 	}
-	return out, err, f
 }
 
-// judge classifies a handler result, first match wins:
+// restore ends the handler's context cc, if any, at end (on the wall
+// clock when wall, else read now) and gives msg back its own context.
+func restore(msg *message.Message, parent context.Context, cc *callCtx, wall bool, end time.Time) {
+	if cc != nil {
+		if !wall {
+			end = time.Now()
+		}
+		cc.end(end)
+	}
+	msg.SetContext(parent)
+}
+
+// panicked reports c, whose handler panicked with v, as a failure at
+// c.at, and sets its error to a retryable *PanicError.
+func (g *guard) panicked(msg *message.Message, c *call, v any) {
+	c.recordAt(c.at, breaker.OutcomeFailure, c.latency)
+	err := &PanicError{Value: v, Stack: debug.Stack()}
+	g.cfg.Logger.Error("floodgate: handler panicked; the message is diverted as a failure", err,
+		watermill.LogFields{"message_uuid": msg.UUID, "stack": string(err.Stack)})
+	c.out, c.err, c.fate, c.outcome = nil, err, fateRetry, breaker.OutcomeFailure
+}
+
+// judge classifies the result of c's handler, first match wins:
 //
 //  1. nil: a success; the message is delivered.
 //  2. [ErrNotAttempted] in err's chain: the permit is cancelled (nothing
@@ -293,11 +448,17 @@ func (g *guard) run(h message.HandlerFunc, msg *message.Message, c *call, start 
 //     evidence; MaxProbeWait expires a probe never reported); the message
 //     is diverted for failure, so it is not lost.
 //  4. [Config.IsPermanent]: neutral (the partner answered); dead-lettered.
-//  5. otherwise the breaker's Classifier (classify) decides the outcome (default: a
-//     failure), and the message is diverted for failure with its attempt
+//  5. otherwise the Classifier of the breaker that admitted c decides the
+//     outcome (default: a failure), and the message is diverted for failure with its attempt
 //     counted, whatever the Classifier said: the partner was contacted and
 //     the message not delivered.
-func (g *guard) judge(err error, shutdown bool, classify func(error) breaker.Outcome) (o breaker.Outcome, f fate, cancelled bool) {
+//
+// It is not inlined, so the frame of the breaker's report does not stack on
+// its own.
+//
+//go:noinline
+func (g *guard) judge(c *call, shutdown bool) (o breaker.Outcome, f fate, cancelled bool) {
+	err := c.err
 	switch {
 	case err == nil:
 		return breaker.OutcomeSuccess, fateRetry, false
@@ -307,7 +468,8 @@ func (g *guard) judge(err error, shutdown bool, classify func(error) breaker.Out
 		return breaker.OutcomeNeutral, fateRetry, true
 	case g.cfg.IsPermanent(err):
 		return breaker.OutcomeNeutral, fatePermanent, false
-	case classify != nil:
+	}
+	if classify := g.classifierOf(c); classify != nil {
 		return classify(err), fateRetry, false
 	}
 	return breaker.OutcomeFailure, fateRetry, false

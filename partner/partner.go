@@ -131,6 +131,24 @@ func (p *Partner) Acquire() (Lease, error) {
 	return Lease{p: p, permit: permit, g: g, gen: g.gen.Load()}, nil
 }
 
+// AcquireAt is [Partner.Acquire] at time now, which the caller read from
+// the partner's [Partner.Clock] ([breaker.Breaker.AllowAt]): a caller that
+// measures the call's latency on that clock reads it once for both. (The
+// two are written out in full, not through a shared helper, to keep the
+// stack of a call shallow: see the middleware package.)
+func (p *Partner) AcquireAt(now time.Time) (Lease, error) {
+	if err := p.hold(true); err != nil {
+		return Lease{}, err
+	}
+	permit, err := p.b.AllowAt(now)
+	if err != nil {
+		p.unhold()
+		return Lease{}, err
+	}
+	g := guards.Get().(*guard)
+	return Lease{p: p, permit: permit, g: g, gen: g.gen.Load()}, nil
+}
+
 // Lease is one call admitted by [Partner.Acquire] or [Registry.Acquire]:
 // a slot of the partner's bulkhead and its breaker's [breaker.Permit].
 // Report the outcome once, with Done, DoneAt, Record, RecordAt or Cancel:

@@ -352,3 +352,30 @@ func TestAcquireConcurrentFirstUse(t *testing.T) {
 		t.Fatalf("Len = %d", r.Len())
 	}
 }
+
+// TestAcquireAtTakesTheGivenTime: AcquireAt admits at the time given, not
+// the clock's: an open breaker admits a probe at the end of its open
+// window though the clock has not moved, and the bulkhead counts the
+// lease like Acquire's.
+func TestAcquireAtTakesTheGivenTime(t *testing.T) {
+	r, clk := newTest(t, nil)
+	trip(t, r, "DOWN")
+	p := mustGet(t, r, "DOWN")
+	if _, err := p.AcquireAt(clk.Now()); !errors.Is(err, breaker.ErrOpen) {
+		t.Fatalf("AcquireAt(now) = %v, want ErrOpen", err)
+	}
+	if n := p.InFlight(); n != 0 {
+		t.Fatalf("refused AcquireAt left %d in flight", n)
+	}
+	l, err := p.AcquireAt(clk.Now().Add(time.Second))
+	if err != nil || !l.IsProbe() {
+		t.Fatalf("AcquireAt(end of the open window) = %v, probe %v; want a probe", err, l.IsProbe())
+	}
+	if n := p.InFlight(); n != 1 {
+		t.Fatalf("in flight %d, want 1", n)
+	}
+	l.Done(nil)
+	if n, st := p.InFlight(), p.Breaker().State(); n != 0 || st != breaker.StateClosed {
+		t.Fatalf("after the probe succeeded: %d in flight, %v; want 0, closed", n, st)
+	}
+}
