@@ -367,6 +367,15 @@ type Drainer struct {
 	// reports true.
 	share *fairShare
 	idle  func(context.Context) bool
+	// Set by a [PartnerDrainer] only: the lanes its partners take turns
+	// on (see runTurns), and the end of a turn, which deletes the
+	// consumer unless messages of it wait out a delay (deleted) and
+	// reports the backlog empty (idle).
+	lanes  *lanes
+	retire func(context.Context, turnEnd) (idle, deleted bool)
+	// left is the consumer's pending count after the last message of the
+	// turn's last fetch (runTurns only; math.MaxUint64 before one).
+	left uint64
 
 	fetched, drained, redelivered, deferred, dead, ackErrors, gateClosed, failures, backoffs atomic.Uint64
 }
@@ -431,6 +440,11 @@ func (d *Drainer) ConsumerConfig() jetstream.ConsumerConfig {
 		MaxDeliver:    -1,
 		MaxAckPending: -1,
 		FilterSubject: d.FilterSubject(),
+		// A partner's consumer lives for a turn: its state in the server's
+		// memory (no file written per ack). The work-queue stream keeps
+		// every unacked message, so a consumer lost with a server restart
+		// loses nothing; the drainer creates it again.
+		MemoryStorage: d.lanes != nil,
 	}
 }
 
@@ -472,6 +486,14 @@ const (
 // which Run returns rather than retrying.
 func (d *Drainer) openConsumer(ctx context.Context) (jetstream.Consumer, error) {
 	want := d.ConsumerConfig()
+	if d.lanes != nil {
+		// A partner's turn creates its consumer: one request when it is
+		// missing or the same (another replica's); anything else takes the
+		// checks below.
+		if c, err := d.cfg.JetStream.CreateConsumer(ctx, d.cfg.Stream, want); err == nil {
+			return c, nil
+		}
+	}
 	if c, err := d.cfg.JetStream.Consumer(ctx, d.cfg.Stream, d.cfg.Consumer); err == nil {
 		got := c.CachedInfo().Config
 		if got.FilterSubject != want.FilterSubject || len(got.FilterSubjects) > 0 {
@@ -682,6 +704,9 @@ func (d *Drainer) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer d.running.Store(false)
+	if d.lanes != nil {
+		return d.runTurns(ctx)
+	}
 	var cons jetstream.Consumer
 	indexed := !d.cfg.Queue.Ordered()
 	for ctx.Err() == nil {
@@ -760,17 +785,10 @@ type item struct {
 func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 	budget := d.cfg.Gate.Budget()
 	if budget <= 0 {
-		d.gateClosed.Add(1)
-		if !d.paused.Swap(true) {
-			d.mu.Lock()
-			d.pausedAt = time.Now()
-			d.mu.Unlock()
-			if d.idle != nil && d.handlersIdle() && d.idle(ctx) {
-				return errDrainIdle // woken for a paused partner with no backlog
-			}
+		if d.gatePaused(ctx) {
+			return errDrainIdle // woken for a paused partner with no backlog
 		}
-		d.sleep(ctx, d.cfg.PollInterval)
-		return nil
+		return d.rest(ctx, d.cfg.PollInterval)
 	}
 	if d.paused.Swap(false) {
 		d.mu.Lock()
@@ -791,19 +809,16 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 		// The gate admitted more than the breaker did (another replica
 		// holds the fleet's probe slots, or the state moved): look again
 		// after a poll interval rather than at the drain rate.
-		d.sleep(ctx, d.cfg.PollInterval)
-		return nil
+		return d.rest(ctx, d.cfg.PollInterval)
 	}
 	tokens := d.lim.Tokens()
 	if tokens < 1 {
 		wait := time.Duration((1 - tokens) / float64(d.lim.Limit()) * float64(time.Second))
-		d.sleep(ctx, max(wait, time.Millisecond))
-		return nil
+		return d.rest(ctx, max(wait, time.Millisecond))
 	}
 	free := cap(d.slots) - len(d.slots)
 	if free <= 0 {
-		d.sleep(ctx, d.cfg.PollInterval) // a finishing handler wakes it
-		return nil
+		return d.rest(ctx, d.cfg.PollInterval) // a finishing handler wakes it
 	}
 	n := min(budget, d.lim.Burst(), int(tokens), free)
 	if d.share != nil {
@@ -847,10 +862,14 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 		if d.idle != nil && d.handlersIdle() && d.idle(ctx) {
 			return errDrainIdle
 		}
-		d.sleep(ctx, d.cfg.PollInterval)
-		return nil
+		return d.rest(ctx, d.cfg.PollInterval)
 	}
 	d.fetched.Add(uint64(len(msgs)))
+	if md, err := msgs[len(msgs)-1].Metadata(); err == nil {
+		d.left = md.NumPending
+	} else {
+		d.left = math.MaxUint64
+	}
 
 	now := d.cfg.Queue.cfg.Clock.Now()
 	var groups [][]item // each group runs sequentially; groups concurrently

@@ -51,6 +51,13 @@ type PartnerDrainerConfig struct {
 	// partners at once, shared max-min fairly (see [PartnerDrainer]).
 	// Optional. Default 256. Valid range 1..100000.
 	MaxInFlight int
+	// MaxDraining bounds the partners that hold a consumer and fetch at
+	// once (see [PartnerDrainer]): the others with a backlog wait for
+	// their turn, round-robin. Every consumer on the work-queue retry
+	// stream costs the server work on each ack of the stream's messages,
+	// so this bound, not the number of partners, sets that cost.
+	// Optional. Default 32. Valid range 1..10000.
+	MaxDraining int
 	// DiscoverInterval is how often the retry stream's per-subject counts
 	// are read to find partners with a backlog that this process did not
 	// divert (another replica's, or from before a restart). They are also
@@ -65,6 +72,9 @@ func (c *PartnerDrainerConfig) setDefaults() {
 	}
 	if c.DiscoverInterval == 0 {
 		c.DiscoverInterval = 10 * time.Second
+	}
+	if c.MaxDraining == 0 {
+		c.MaxDraining = 32
 	}
 }
 
@@ -87,6 +97,8 @@ func (c PartnerDrainerConfig) Validate() error {
 		return fmt.Errorf("%w: Gate is required", ErrInvalidConfig)
 	case c.MaxInFlight < 1 || c.MaxInFlight > 100000:
 		return fmt.Errorf("%w: MaxInFlight must be in 1..100000, got %d", ErrInvalidConfig, c.MaxInFlight)
+	case c.MaxDraining < 1 || c.MaxDraining > 10000:
+		return fmt.Errorf("%w: MaxDraining must be in 1..10000, got %d", ErrInvalidConfig, c.MaxDraining)
 	case c.DiscoverInterval < 10*time.Millisecond:
 		return fmt.Errorf("%w: DiscoverInterval must be >= 10ms, got %s", ErrInvalidConfig, c.DiscoverInterval)
 	case t.JetStream != nil || t.Queue != nil || t.Handler != nil || t.Gate != nil:
@@ -140,33 +152,56 @@ type PartnerStatus struct {
 // ([ConsumerName](service, partner key)) filtered on the partner's route
 // subject, the [Gate] PartnerDrainerConfig.Gate returns for it, and its own
 // adaptive drain rate (the template's AIMD, per partner). An open
-// partner's drainer fetches nothing, so its backlog is never read; the
-// others fetch from their own consumers. Drained messages in handlers are
-// bounded across partners by [PartnerDrainerConfig.MaxInFlight], shared
-// max-min fairly: free slots go to the waiting partners in turn, and a
-// partner already holding its fair share (MaxInFlight / partners draining)
-// waits behind those below it.
+// partner's drainer fetches nothing, so its backlog is never read.
+//
+// The partners take turns: at most [PartnerDrainerConfig.MaxDraining] hold
+// a consumer and fetch at once (lanes). A partner queues for a lane only
+// while its gate admits messages and its rate has a batch ready (its token
+// bucket full), creates its consumer (in server memory), fetches a batch,
+// and, if another partner waits, gives the lane up and goes to the back of
+// the queue: round-robin, one batch per turn, so every partner with a
+// backlog gets a turn before any gets a second, and a partner's share is
+// its batch per round of turns. Once its handlers are done it deletes the
+// consumer (kept only while messages of it await an ack: a nak delay, or
+// another replica's). While nobody waits, a partner keeps its lane and
+// drains as a lone [Drainer] does. The bound exists because every consumer
+// on a work-queue stream costs the server work on each ack of any of the
+// stream's messages (it checks every consumer's interest), and a
+// file-backed consumer writes its state to disk several times a second:
+// with a consumer per partner with a backlog, 1,000 partners drained
+// 10-30 times slower than one consumer reads (see BENCHMARKS.md). A turn
+// in turn costs the server a consumer create and delete. Drained messages
+// in handlers are bounded across partners by
+// [PartnerDrainerConfig.MaxInFlight], shared max-min fairly: free slots go
+// to the waiting partners in turn, and a partner already holding its fair
+// share (MaxInFlight / partners draining) waits behind those below it. A
+// partner's lane is given up before its handlers finish, so slow partner
+// calls do not hold the lanes; the consumers on the stream are at most
+// MaxDraining plus the partners with messages in handlers (at most
+// MaxInFlight), plus those kept for messages awaiting an ack.
 //
 // A partner's drain starts when the Queue diverts a message to it (at once,
 // through a hook in the Queue), on [PartnerDrainer.Wake], or when
 // discovery finds its subject non-empty in the retry stream (at Run and
 // every DiscoverInterval: another replica's diversions, or a backlog from
-// before a restart). It stops when a fetch finds nothing and the consumer
-// has nothing pending or awaiting an ack: the drainer then deletes its
-// consumer and its goroutine returns. So an idle partner costs no
-// goroutine, no consumer and no poll loop; the PartnerDrainer itself runs
-// one goroutine and one discovery timer per service. Deleting the consumer
-// loses nothing: the work-queue retry stream keeps every unacked message,
-// and a new deliver-all consumer gets them again; a replica whose consumer
-// was deleted under it creates it again (a message it held unacked is
-// delivered again: a duplicate, never a loss). A diversion that races the
-// stop restarts the drain.
+// before a restart). It stops when its backlog is empty and its consumer
+// deleted: its goroutine returns. So an idle partner costs no goroutine,
+// no consumer and no poll loop; the PartnerDrainer itself runs one
+// goroutine and one discovery timer per service. A partner with a backlog
+// has a goroutine, which waits for its gate (polling it every
+// PollInterval, or woken by Wake), its rate, or its turn. Deleting a
+// consumer loses nothing: the work-queue retry stream keeps every unacked
+// message, and a new deliver-all consumer gets them again; a replica whose
+// consumer was deleted under it creates it again (a message it held
+// unacked is delivered again: a duplicate, never a loss). A diversion that
+// races the stop restarts the drain.
 //
 // Its methods are safe for concurrent use; Run runs once at a time.
 type PartnerDrainer struct {
 	cfg    PartnerDrainerConfig
 	stream string
 	share  *fairShare
+	lanes  *lanes
 	kick   chan struct{}
 
 	running atomic.Bool
@@ -203,6 +238,7 @@ func NewPartnerDrainer(cfg PartnerDrainerConfig) (*PartnerDrainer, error) {
 		cfg:     cfg,
 		stream:  cfg.Drainer.Stream,
 		share:   newFairShare(cfg.MaxInFlight),
+		lanes:   newLanes(cfg.MaxDraining),
 		kick:    make(chan struct{}, 1),
 		parts:   map[string]*drainPart{},
 		pending: map[string]route{},
@@ -330,8 +366,9 @@ func (p *PartnerDrainer) newDrainer(e *drainPart) (*Drainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.rt, d.share = e.rt, p.share
+	d.rt, d.share, d.lanes = e.rt, p.share, p.lanes
 	d.idle = func(ctx context.Context) bool { return p.stop(ctx, e) }
+	d.retire = func(ctx context.Context, t turnEnd) (bool, bool) { return p.retire(ctx, e, t) }
 	return d, nil
 }
 
@@ -362,7 +399,7 @@ func (p *PartnerDrainer) stop(ctx context.Context, e *drainPart) bool {
 	p.mu.Lock()
 	e.stopping, e.again = true, false
 	p.mu.Unlock()
-	done := p.emptyDeleted(ctx, e)
+	done, _ := p.emptyDeleted(ctx, e, false)
 	if !done {
 		p.mu.Lock()
 		e.stopping, e.again = false, false
@@ -371,22 +408,82 @@ func (p *PartnerDrainer) stop(ctx context.Context, e *drainPart) bool {
 	return done
 }
 
-func (p *PartnerDrainer) emptyDeleted(ctx context.Context, e *drainPart) bool {
+// retire is the end of a turn of e's drainer: it deletes the consumer
+// unless messages of it are awaiting an ack (waiting out a nak delay, or
+// held by another replica), and reports the backlog empty (idle: the drain
+// ends as with stop) and the consumer deleted. A clean turn on a consumer
+// of its own knows that much without asking the server (one request, the
+// deletion); otherwise it reads the consumer's info first.
+func (p *PartnerDrainer) retire(ctx context.Context, e *drainPart, t turnEnd) (idle, deleted bool) {
+	p.mu.Lock()
+	e.stopping, e.again = true, false
+	p.mu.Unlock()
+	if t.clean && !t.shared {
+		err := p.cfg.JetStream.DeleteConsumer(ctx, p.stream, e.d.Consumer())
+		deleted = err == nil || errors.Is(err, jetstream.ErrConsumerNotFound)
+		idle = deleted && t.empty
+		if idle {
+			p.mu.Lock()
+			e.backlog = 0
+			p.mu.Unlock()
+		}
+	} else {
+		idle, deleted = p.emptyDeleted(ctx, e, true)
+	}
+	if !idle {
+		p.mu.Lock()
+		e.stopping, e.again = false, false
+		p.mu.Unlock()
+	}
+	return idle, deleted
+}
+
+// emptyDeleted looks at e's consumer: it reports empty when the consumer
+// has nothing pending or awaiting an ack, or, with no consumer, the
+// partner's subject holds nothing; it deletes the consumer when it is
+// empty, or, with yield, when nothing of it awaits an ack.
+func (p *PartnerDrainer) emptyDeleted(ctx context.Context, e *drainPart, yield bool) (empty, deleted bool) {
 	name := e.d.Consumer()
 	c, err := p.cfg.JetStream.Consumer(ctx, p.stream, name)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		// Between turns (or deleted by another replica): the stream says.
+		n, err := p.subjectCount(ctx, e.rt)
+		if err != nil {
+			return false, false
+		}
+		p.mu.Lock()
+		e.backlog = n
+		p.mu.Unlock()
+		return n == 0, false
+	}
 	if err != nil {
-		return false // gone already (another replica): Run creates it again and looks
+		return false, false
 	}
 	info := c.CachedInfo() // fresh: the lookup just read it
 	n := info.NumPending + uint64(info.NumAckPending)
 	p.mu.Lock()
 	e.backlog = n
 	p.mu.Unlock()
-	if n > 0 {
-		return false
+	if n > 0 && !(yield && info.NumAckPending == 0) {
+		return false, false
 	}
 	err = p.cfg.JetStream.DeleteConsumer(ctx, p.stream, name)
-	return err == nil || errors.Is(err, jetstream.ErrConsumerNotFound)
+	deleted = err == nil || errors.Is(err, jetstream.ErrConsumerNotFound)
+	return n == 0 && deleted, deleted
+}
+
+// subjectCount returns the messages stored under r's subject.
+func (p *PartnerDrainer) subjectCount(ctx context.Context, r route) (uint64, error) {
+	st, err := p.cfg.JetStream.Stream(ctx, p.stream)
+	if err != nil {
+		return 0, err
+	}
+	subj := r.subject(p.stream)
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(subj))
+	if err != nil {
+		return 0, err
+	}
+	return info.State.Subjects[subj], nil
 }
 
 // discover starts the drain of every partner of the service whose subject

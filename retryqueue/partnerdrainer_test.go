@@ -193,16 +193,21 @@ func TestPartnerDrainNoHeadOfLineBlocking(t *testing.T) {
 	if n := rec.forKey("A"); n != 0 {
 		t.Fatalf("%d of A's messages reached the handler while A's gate admitted nothing", n)
 	}
+	// A's drain takes no turn while its gate is closed, so it never
+	// creates its consumer; if one exists, it has delivered nothing.
 	c, err := e.js.Consumer(testCtx(t), e.q.RetryTopic(), retryqueue.ConsumerName(e.q.Service(), "A"))
-	if err != nil {
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+	case err != nil:
 		t.Fatalf("A's consumer: %v", err)
-	}
-	info, err := c.Info(testCtx(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.Delivered.Consumer != 0 || info.NumAckPending != 0 || info.NumPending != 2000 {
-		t.Fatalf("A's consumer: delivered %d, ack pending %d, pending %d; want 0, 0, 2000 (never fetched)", info.Delivered.Consumer, info.NumAckPending, info.NumPending)
+	default:
+		info, err := c.Info(testCtx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Delivered.Consumer != 0 || info.NumAckPending != 0 || info.NumPending != 2000 {
+			t.Fatalf("A's consumer: delivered %d, ack pending %d, pending %d; want 0, 0, 2000 (never fetched)", info.Delivered.Consumer, info.NumAckPending, info.NumPending)
+		}
 	}
 	if n := subjectCount(t, e, "A"); n != 2000 {
 		t.Fatalf("A's subject holds %d, want 2000", n)
@@ -361,6 +366,51 @@ func TestPartnerDrainManyPartners(t *testing.T) {
 	natstest.Eventually(t, 30*time.Second, func() bool { return consumerCount(t, e) == 0 }, "consumers deleted")
 }
 
+// Partners with a backlog take turns on MaxDraining lanes: a partner
+// waiting for its turn holds no consumer, so the consumers on the retry
+// stream (each costs the server work on every ack) are bounded by the
+// lanes and the partners whose handlers still run (at most MaxInFlight),
+// not by the number of partners.
+func TestPartnerDrainBoundsLiveConsumers(t *testing.T) {
+	e := newEnv(t, natstest.URL(t), nil)
+	const partners, each, lanes, bound = 20, 5, 2, 4
+	var ids []string
+	for i := range partners {
+		ids = append(ids, divertTo(t, e.q, fmt.Sprintf("partner-%02d", i), each)...)
+	}
+	release := make(chan struct{})
+	var held atomic.Int32
+	rec := newDeliveries()
+	pd := startPartnerDrainer(t, e, retryqueue.PartnerDrainerConfig{
+		Handler: rec.handler(func(*message.Message) {
+			held.Add(1)
+			<-release
+		}),
+		Gate:        func(string) retryqueue.Gate { return openGate },
+		MaxInFlight: bound,
+		MaxDraining: lanes,
+	})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock) // before the drainer's: a failed test does not hang in cleanup
+	// Every partner's drain runs and the handlers are full: nothing moves
+	// until they are released.
+	natstest.Eventually(t, 30*time.Second, func() bool { return len(pd.Partners()) == partners && held.Load() == bound },
+		"%d partners draining (now %d), %d handlers held (now %d)", partners, natstest.Now(func() any { return len(pd.Partners()) }), bound, natstest.Now(func() any { return held.Load() }))
+	for range 5 {
+		if n := consumerCount(t, e); n > lanes+bound {
+			t.Fatalf("%d consumers on the retry stream with %d partners draining, want <= MaxDraining %d + MaxInFlight %d", n, partners, lanes, bound)
+		}
+		time.Sleep(20 * time.Millisecond) // sample again; not a timing assertion
+	}
+	unblock()
+	natstest.Eventually(t, 60*time.Second, func() bool { return rec.distinct() == partners*each }, "%d drained (now %d)", partners*each, natstest.Now(func() any { return rec.distinct() }))
+	if dups := rec.check(t, ids); dups != 0 {
+		t.Logf("%d duplicates", dups)
+	}
+	natstest.Eventually(t, 30*time.Second, func() bool { return consumerCount(t, e) == 0 && len(pd.Partners()) == 0 }, "consumers deleted and drains stopped")
+}
+
 func TestPartnerDrainerConfigValidate(t *testing.T) {
 	e := env{js: nopJetStream{}}
 	q, err := retryqueue.New(retryqueue.Config{Publisher: nopPublisher{}, JetStream: nopJetStream{}, Service: "svc", RetryTopic: "r", DeadLetterTopic: "d"})
@@ -389,6 +439,8 @@ func TestPartnerDrainerConfigValidate(t *testing.T) {
 		{func(c *retryqueue.PartnerDrainerConfig) { c.MaxInFlight = -1 }, "MaxInFlight must be in 1..100000"},
 		{func(c *retryqueue.PartnerDrainerConfig) { c.MaxInFlight = 100001 }, "MaxInFlight must be in 1..100000"},
 		{func(c *retryqueue.PartnerDrainerConfig) { c.DiscoverInterval = time.Millisecond }, "DiscoverInterval must be >= 10ms"},
+		{func(c *retryqueue.PartnerDrainerConfig) { c.MaxDraining = -1 }, "MaxDraining must be in 1..10000"},
+		{func(c *retryqueue.PartnerDrainerConfig) { c.MaxDraining = 10001 }, "MaxDraining must be in 1..10000"},
 		{func(c *retryqueue.PartnerDrainerConfig) { c.Drainer.Consumer = "x" }, "Drainer.Consumer must be empty"},
 		{func(c *retryqueue.PartnerDrainerConfig) { c.Drainer.AllPartners = true }, "Drainer.AllPartners must be false"},
 		{func(c *retryqueue.PartnerDrainerConfig) { c.Drainer.Gate = openGate }, "Drainer.Gate must be unset"},
