@@ -44,7 +44,10 @@ type Config struct {
 	// it, [middleware.ErrNotAttempted] diverts it without counting an
 	// attempt, and any other error diverts it for a retry and counts as a
 	// failure for its partner's breaker. [middleware.IsProbe] tells it a call
-	// is a half-open probe. It must be safe for concurrent use. Required.
+	// is a half-open probe. A drained message's partner is its route's:
+	// a Deliver that picks the destination by key takes it from
+	// [retryqueue.DrainedPartner] when ok, else from PartnerKey. It must be
+	// safe for concurrent use. Required.
 	Deliver message.NoPublishHandlerFunc
 	// JetStream holds the retry and dead-letter streams (created if
 	// missing by [retryqueue.Provision]) and the drain's consumers. Its
