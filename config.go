@@ -1,6 +1,7 @@
 package floodgate
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -43,7 +44,10 @@ type Config struct {
 	// it, [middleware.ErrNotAttempted] diverts it without counting an
 	// attempt, and any other error diverts it for a retry and counts as a
 	// failure for its partner's breaker. [middleware.IsProbe] tells it a call
-	// is a half-open probe. It must be safe for concurrent use. Required.
+	// is a half-open probe. A drained message's partner is its route's:
+	// a Deliver that picks the destination by key takes it from
+	// [retryqueue.DrainedPartner] when ok, else from PartnerKey. It must be
+	// safe for concurrent use. Required.
 	Deliver message.NoPublishHandlerFunc
 	// JetStream holds the retry and dead-letter streams (created if
 	// missing by [retryqueue.Provision]) and the drain's consumers. Its
@@ -102,7 +106,9 @@ type Config struct {
 	// drain rate and in-flight bound (Drain.Drainer), the in-flight bound
 	// shared by all partners (Drain.MaxInFlight) and how often other
 	// replicas' backlogs are looked for ([retryqueue.PartnerDrainerConfig]).
-	// JetStream, Queue, Handler and Gate must be zero: New sets them.
+	// JetStream, Queue, Handler and Gate must be zero: New sets them;
+	// Drain.Drainer.Stream must be empty or Queue.RetryTopic, the stream
+	// diversions go to.
 	// Optional.
 	Drain retryqueue.PartnerDrainerConfig
 
@@ -145,6 +151,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: Queue.OrderingKey must be nil: per-key ordering needs one drainer for the whole service (retryqueue.DrainerConfig.AllPartners), not a drain per partner", ErrInvalidConfig)
 	case d.JetStream != nil || d.Queue != nil || d.Handler != nil || d.Gate != nil:
 		return fmt.Errorf("%w: Drain.JetStream, Drain.Queue, Drain.Handler and Drain.Gate must be unset: New sets them", ErrInvalidConfig)
+	case d.Drainer.Stream != "" && d.Drainer.Stream != cmp.Or(q.RetryTopic, retryqueue.DefaultRetryTopic):
+		return fmt.Errorf("%w: Drain.Drainer.Stream is %q, want unset or Queue.RetryTopic (%q): the drain must read the stream diversions go to", ErrInvalidConfig, d.Drainer.Stream, cmp.Or(q.RetryTopic, retryqueue.DefaultRetryTopic))
 	}
 	if err := jsq.ValidateTopic(c.Topic); err != nil {
 		return fmt.Errorf("%w: Topic: %v", ErrInvalidConfig, err)

@@ -52,10 +52,16 @@ const drainTopic = "floodgate.drain"
 // Both start with r.Run and stop with r.Close, which waits for the drain's
 // messages in flight as it waits for any handler's. New provisions the
 // retry and dead-letter streams (ctx bounds that) and starts no goroutine.
+// Call it before r.Run; on a router already running, the two handlers
+// start only once you call r.RunHandlers (Watermill's rule for handlers
+// added late). Several Floodgates may share a router, each with its own
+// Name.
 //
 // It returns an error wrapping [ErrInvalidConfig] (or the invalid-config
 // error of the package a field configures: partner, middleware,
 // retryqueue), naming the field, or the error of provisioning the streams.
+// A Name whose handler (or drain handler) the router already holds is
+// such an error, not Watermill's panic.
 //
 // The drain runs as a router handler, not a router plugin, because a
 // plugin only hears of Run: a handler is stopped by Close, and Close waits
@@ -66,6 +72,14 @@ func New(ctx context.Context, r *message.Router, cfg Config) (*Floodgate, error)
 	}
 	if r == nil {
 		return nil, fmt.Errorf("invalid config: %w: the router is nil", ErrInvalidConfig)
+	}
+	// Watermill's AddHandler panics on a name it holds: refuse it here,
+	// before anything is built.
+	handlers := r.Handlers()
+	for _, name := range []string{cfg.Name, DrainHandlerName(cfg.Name)} {
+		if _, ok := handlers[name]; ok {
+			return nil, fmt.Errorf("invalid config: %w: Name %q: the router already has a handler named %q (each floodgate on a router needs its own Name)", ErrInvalidConfig, cfg.Name, name)
+		}
 	}
 	logger := cfg.loggerOrNop()
 	f := &Floodgate{cfg: cfg}

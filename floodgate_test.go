@@ -196,6 +196,11 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"queue source":  {func(c *floodgate.Config) { c.Queue.Source = "x" }, "Queue.Source"},
 		"ordering":      {func(c *floodgate.Config) { c.Queue.OrderingKey = func(*message.Message) string { return "" } }, "Queue.OrderingKey"},
 		"drain queue":   {func(c *floodgate.Config) { c.Drain.Gate = func(string) retryqueue.Gate { return nil } }, "Drain.Gate"},
+		// A drain on another stream than the diversions' would never drain them.
+		"drain stream": {func(c *floodgate.Config) { c.Drain.Drainer.Stream = "elsewhere" }, "Drain.Drainer.Stream"},
+		"drain stream, other retry topic": {func(c *floodgate.Config) {
+			c.Queue.RetryTopic, c.Drain.Drainer.Stream = "r", retryqueue.DefaultRetryTopic
+		}, "Drain.Drainer.Stream"},
 	} {
 		c2 := ok
 		c.mut(&c2)
@@ -206,8 +211,32 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		}
 	}
 	r, _ := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
+	same := ok
+	same.Drain.Drainer.Stream = retryqueue.DefaultRetryTopic // the queue's own: allowed
+	fg, err := floodgate.New(context.Background(), r, same)
+	if err != nil {
+		t.Fatalf("Drain.Drainer.Stream naming the queue's retry stream: %v", err)
+	}
+	defer fg.Close()
+	// A second floodgate with the same Name on that router is an error
+	// naming Name, not Watermill's duplicate-handler panic.
+	for _, name := range []string{ok.Name, floodgate.DrainHandlerName(ok.Name)} {
+		dup := ok
+		dup.Name = name
+		func() {
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("New with Name %q already on the router panicked: %v", name, p)
+				}
+			}()
+			if _, err := floodgate.New(context.Background(), r, dup); !errors.Is(err, floodgate.ErrInvalidConfig) || !strings.Contains(err.Error(), "Name") {
+				t.Errorf("New with Name %q already on the router: err = %v, want ErrInvalidConfig naming Name", name, err)
+			}
+		}()
+	}
 	bad := ok
 	bad.Partner.Breaker.ConsecutiveFailures = -1
+	r, _ = message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
 	if _, err := floodgate.New(context.Background(), r, bad); err == nil || !strings.Contains(err.Error(), "ConsecutiveFailures") {
 		t.Errorf("bad breaker template: err = %v, want an error naming ConsecutiveFailures", err)
 	}

@@ -64,7 +64,7 @@ type Config struct {
 	// RetryTopic is the retry stream's name; its subjects are
 	// RetryTopic.> ([RetryStreamConfig]). It must be a valid stream name
 	// (no '.', '*', '>', '/', '\\', whitespace).
-	// Optional. Default "floodgate_retry".
+	// Optional. Default [DefaultRetryTopic].
 	RetryTopic string
 	// DeadLetterTopic is the dead-letter stream's name, with subjects
 	// DeadLetterTopic.>, with the same rules as RetryTopic, and different
@@ -153,9 +153,13 @@ type payloadJetStream interface {
 	JetStream() jetstream.JetStream
 }
 
+// DefaultRetryTopic is the retry stream's name when [Config.RetryTopic]
+// is empty.
+const DefaultRetryTopic = "floodgate_retry"
+
 func (c *Config) setDefaults() {
 	if c.RetryTopic == "" {
-		c.RetryTopic = "floodgate_retry"
+		c.RetryTopic = DefaultRetryTopic
 	}
 	if c.DeadLetterTopic == "" {
 		c.DeadLetterTopic = "floodgate_dead"
