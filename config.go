@@ -56,7 +56,9 @@ type Config struct {
 
 	// PartnerKey returns a live message's partner key: any byte string
 	// (msg.Metadata.Get("AS2-To"), a webhook endpoint). Keys are untrusted
-	// input, mapped to safe names by [partner.Token]. It must be fast and
+	// input, mapped to safe names by [partner.Token]. A key read from a
+	// NATS header arrives with surrounding whitespace trimmed (NATS trims
+	// header values), so there " a" and "a" are one partner. It must be fast and
 	// safe for concurrent use. Optional. Default nil: every message goes to
 	// DefaultPartner.
 	PartnerKey func(msg *message.Message) string
@@ -93,7 +95,10 @@ type Config struct {
 	Fleet *breaker.FleetConfig
 
 	// Timeout bounds one delivery attempt ([middleware.Config.Timeout]).
-	// Optional. Default [middleware.DefaultTimeout] (10 s).
+	// Optional. Default [middleware.DefaultTimeout] (10 s); negative
+	// ([middleware.NoTimeout]) for none. Timeout + Queue.PublishTimeout
+	// must be below Drain.Drainer.AckWait (30 s by default), and, for live
+	// messages, below the Subscriber's AckWait.
 	Timeout time.Duration
 	// Queue tunes the retry queue: its stream names, MaxAttempts, MaxAge,
 	// Backoff, Service ([retryqueue.Config]). Publisher, JetStream, Source,
@@ -157,8 +162,23 @@ func (c Config) Validate() error {
 	if err := jsq.ValidateTopic(c.Topic); err != nil {
 		return fmt.Errorf("%w: Topic: %v", ErrInvalidConfig, err)
 	}
+	// A drained delivery must settle (deliver, or divert and confirm)
+	// before its drain consumer's AckWait, or it is redelivered meanwhile.
+	if t := cmp.Or(c.Timeout, middleware.DefaultTimeout); t > 0 {
+		pub := cmp.Or(q.PublishTimeout, defaultPublishTimeout)
+		ack := cmp.Or(d.Drainer.AckWait, defaultDrainAckWait)
+		if t+pub >= ack {
+			return fmt.Errorf("%w: Timeout (%s) + Queue.PublishTimeout (%s) must be below Drain.Drainer.AckWait (%s)", ErrInvalidConfig, t, pub, ack)
+		}
+	}
 	return nil
 }
+
+// The retryqueue defaults Validate checks Timeout against.
+const (
+	defaultPublishTimeout = 5 * time.Second  // retryqueue.Config.PublishTimeout
+	defaultDrainAckWait   = 30 * time.Second // retryqueue.DrainerConfig.AckWait
+)
 
 // defaultPartner is c's DefaultPartner with its default applied.
 func (c Config) defaultPartner() string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -63,6 +64,9 @@ const drainTopic = "floodgate.drain"
 // A Name whose handler (or drain handler) the router already holds is
 // such an error, not Watermill's panic.
 //
+// Call New before r.Run (or call r.RunHandlers after it), and not while
+// another goroutine adds handlers to r.
+//
 // The drain runs as a router handler, not a router plugin, because a
 // plugin only hears of Run: a handler is stopped by Close, and Close waits
 // for it, so the drain never outlives the router nor stops before it.
@@ -83,68 +87,13 @@ func New(ctx context.Context, r *message.Router, cfg Config) (*Floodgate, error)
 	}
 	logger := cfg.loggerOrNop()
 	f := &Floodgate{cfg: cfg}
-	pub, err := jsq.NewPublisher(jsq.PublisherConfig{Conn: cfg.JetStream.Conn()})
-	if err != nil {
-		return nil, err
-	}
-	f.pub = pub
-	qcfg := cfg.Queue
-	qcfg.Publisher, qcfg.JetStream, qcfg.Source, qcfg.Handler = pub, cfg.JetStream, cfg.Topic, cfg.Name
-	if err := retryqueue.Provision(ctx, cfg.JetStream, qcfg); err != nil {
-		return nil, err
-	}
-	if f.queue, err = retryqueue.New(qcfg); err != nil {
-		return nil, err
-	}
-	if cfg.Metrics != nil {
-		if f.metrics, err = metrics.New(cfg.Metrics, metrics.Options{Service: f.queue.Service()}); err != nil {
-			return nil, err
+	if err := f.build(ctx, logger); err != nil {
+		if f.partners != nil {
+			f.partners.Close()
 		}
-	}
-	var fleet *partner.FleetConfig
-	if cfg.Fleet != nil {
-		fleet = &partner.FleetConfig{Service: f.queue.Service(), Template: *cfg.Fleet}
-	}
-	f.partners, err = partner.New(partner.Config{
-		Fleet:        fleet,
-		Template:     cfg.Partner,
-		Override:     cfg.Override,
-		MaxPartners:  cfg.MaxPartners,
-		IdleAfter:    cfg.IdleAfter,
-		HasBacklog:   f.hasBacklog,
-		OnTransition: f.onTransition,
-		OnEvict:      func(p *partner.Partner) { f.metrics.Forget(p.Token()) },
-	})
-	if err != nil {
-		return nil, err
-	}
-	key := cfg.PartnerKey
-	if key == nil {
-		key = func(*message.Message) string { return "" }
-	}
-	guard, err := middleware.New(middleware.Config{
-		Partners:       f.partners,
-		PartnerKey:     key,
-		DefaultPartner: cfg.defaultPartner(),
-		Queue:          f.queue,
-		Timeout:        cfg.Timeout,
-		OnEvent:        f.onEvent,
-		Logger:         logger,
-	})
-	if err != nil {
-		return nil, err
-	}
-	deliver := cfg.Deliver
-	f.handler = guard(func(msg *message.Message) ([]*message.Message, error) { return nil, deliver(msg) })
-	dcfg := cfg.Drain
-	dcfg.JetStream, dcfg.Queue, dcfg.Handler, dcfg.Gate = cfg.JetStream, f.queue, f.handler, middleware.PartnerDrainGate(f.partners)
-	if dcfg.Drainer.Logger == nil {
-		dcfg.Drainer.Logger = logger
-	}
-	if f.drain, err = retryqueue.NewPartnerDrainer(dcfg); err != nil {
-		return nil, err
-	}
-	if err := f.watch(); err != nil {
+		if f.pub != nil {
+			_ = f.pub.Close()
+		}
 		return nil, err
 	}
 	r.AddConsumerHandler(cfg.Name, cfg.Topic, cfg.Subscriber, func(msg *message.Message) error {
@@ -154,6 +103,100 @@ func New(ctx context.Context, r *message.Router, cfg Config) (*Floodgate, error)
 	r.AddConsumerHandler(DrainHandlerName(cfg.Name), drainTopic, &drainSubscriber{f: f}, func(*message.Message) error { return nil })
 	return f, nil
 }
+
+// build makes every part of f from f.cfg; New closes what it made when it
+// fails.
+func (f *Floodgate) build(ctx context.Context, logger watermill.LoggerAdapter) error {
+	pub, err := jsq.NewPublisher(jsq.PublisherConfig{Conn: f.cfg.JetStream.Conn()})
+	if err != nil {
+		return err
+	}
+	f.pub = pub
+	qcfg := f.cfg.Queue
+	qcfg.Publisher, qcfg.JetStream, qcfg.Source, qcfg.Handler = pub, f.cfg.JetStream, f.cfg.Topic, f.cfg.Name
+	if err := qcfg.Validate(); err != nil {
+		return field("Queue", err, retryqueue.ErrInvalidConfig)
+	}
+	if err := retryqueue.Provision(ctx, f.cfg.JetStream, qcfg); err != nil {
+		return err
+	}
+	if f.queue, err = retryqueue.New(qcfg); err != nil {
+		return field("Queue", err, retryqueue.ErrInvalidConfig)
+	}
+	var fleet *partner.FleetConfig
+	if f.cfg.Fleet != nil {
+		fleet = &partner.FleetConfig{Service: f.queue.Service(), Template: *f.cfg.Fleet}
+	}
+	f.partners, err = partner.New(partner.Config{
+		Fleet:        fleet,
+		Template:     f.cfg.Partner,
+		Override:     f.cfg.Override,
+		MaxPartners:  f.cfg.MaxPartners,
+		IdleAfter:    f.cfg.IdleAfter,
+		HasBacklog:   f.hasBacklog,
+		OnTransition: f.onTransition,
+		OnEvict:      func(p *partner.Partner) { f.metrics.Forget(p.Token()) },
+	})
+	if err != nil {
+		return field("Partner", err, partner.ErrInvalidConfig)
+	}
+	key := f.cfg.PartnerKey
+	if key == nil {
+		key = func(*message.Message) string { return "" }
+	}
+	guard, err := middleware.New(middleware.Config{
+		Partners:       f.partners,
+		PartnerKey:     key,
+		DefaultPartner: f.cfg.defaultPartner(),
+		Queue:          f.queue,
+		Timeout:        f.cfg.Timeout,
+		OnEvent:        f.onEvent,
+		Logger:         logger,
+	})
+	if err != nil {
+		return field("Timeout", err, middleware.ErrInvalidConfig)
+	}
+	deliver := f.cfg.Deliver
+	f.handler = guard(func(msg *message.Message) ([]*message.Message, error) { return nil, deliver(msg) })
+	dcfg := f.cfg.Drain
+	dcfg.JetStream, dcfg.Queue, dcfg.Handler, dcfg.Gate = f.cfg.JetStream, f.queue, f.handler, middleware.PartnerDrainGate(f.partners)
+	if dcfg.Drainer.Logger == nil {
+		dcfg.Drainer.Logger = logger
+	}
+	if f.drain, err = retryqueue.NewPartnerDrainer(dcfg); err != nil {
+		return field("Drain", err, retryqueue.ErrInvalidConfig)
+	}
+	if f.cfg.Metrics == nil {
+		return nil
+	}
+	// Last, so that a failure before leaves nothing registered.
+	if f.metrics, err = metrics.New(f.cfg.Metrics, metrics.Options{Service: f.queue.Service()}); err != nil {
+		return err
+	}
+	return f.watch()
+}
+
+// field wraps err, when it is an invalid-configuration error of the package
+// (inner) a field of Config configures, with that field's name.
+func field(name string, err, inner error) error {
+	if errors.Is(err, inner) {
+		return &fieldError{field: name, err: err}
+	}
+	return err
+}
+
+// fieldError is an invalid-configuration error of a package a Config field
+// configures: it matches [ErrInvalidConfig] and the package's own error.
+type fieldError struct {
+	field string
+	err   error
+}
+
+func (e *fieldError) Error() string {
+	return ErrInvalidConfig.Error() + ": Config." + e.field + ": " + strings.TrimPrefix(e.err.Error(), "invalid config: ")
+}
+
+func (e *fieldError) Unwrap() []error { return []error{ErrInvalidConfig, e.err} }
 
 // onEvent feeds a live delivery's outcome to its partner's drain rate,
 // then the metrics and the user's hook.

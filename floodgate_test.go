@@ -201,6 +201,13 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"drain stream, other retry topic": {func(c *floodgate.Config) {
 			c.Queue.RetryTopic, c.Drain.Drainer.Stream = "r", retryqueue.DefaultRetryTopic
 		}, "Drain.Drainer.Stream"},
+		// A drained delivery must settle within its consumer's AckWait.
+		"timeout past ack wait": {func(c *floodgate.Config) { c.Timeout = 20 * time.Second; c.Drain.Drainer.AckWait = 10 * time.Second }, "Drain.Drainer.AckWait"},
+		// The packages' own checks name the floodgate.Config field too.
+		"queue field":   {func(c *floodgate.Config) { c.Queue.MaxAttempts = -1 }, "Config.Queue: retryqueue: invalid config: MaxAttempts"},
+		"bad retry":     {func(c *floodgate.Config) { c.Queue.RetryTopic = "a.b" }, "Config.Queue"},
+		"partner field": {func(c *floodgate.Config) { c.Partner.MaxInFlight = -1 }, "Config.Partner: partner: invalid config"},
+		"drain field":   {func(c *floodgate.Config) { c.Drain.MaxInFlight = -1 }, "Config.Drain: retryqueue: invalid config: MaxInFlight"},
 	} {
 		c2 := ok
 		c.mut(&c2)
