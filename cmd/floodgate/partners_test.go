@@ -162,3 +162,42 @@ func TestPartnerCommands(t *testing.T) {
 		return s.State == breaker.StateClosed && s.ConsecutiveTrips == 0
 	}, "globex not reset")
 }
+
+// Without a fleet (no KV bucket) status still lists the routes that hold
+// messages, with state "-", and exits 0.
+func TestStatusWithoutFleetListsRoutes(t *testing.T) {
+	url := natstest.URL(t)
+	js := natstest.JetStream(t, natstest.Conn(t, url))
+	bucket, retry, dead := natstest.Name(t, "kv"), natstest.Name(t, "retry"), natstest.Name(t, "dead")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, st := range []string{retry, dead} {
+		if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: st, Subjects: []string{st + ".>"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	natstest.DeleteStreams(t, js, retry, dead)
+	for i := range 2 {
+		if _, err := js.Publish(ctx, retryqueue.RouteSubject(retry, "orders/as2", "ACME.EU"), []byte(fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out, errb bytes.Buffer
+	code := run([]string{"status", "-nats-url", url, "-bucket", bucket, "-retry-topic", retry, "-dead-topic", dead, "-format", "json"}, &out, &errb)
+	if code != exitOK {
+		t.Fatalf("status without a bucket: exit %d, err %q", code, errb.String())
+	}
+	var got []struct {
+		Service, Partner, State string
+		Backlog                 uint64
+	}
+	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if len(got) != 1 || got[0].Service != "orders/as2" || got[0].Partner != "ACME.EU" || got[0].State != "-" || got[0].Backlog != 2 {
+		t.Fatalf("status without a bucket: %+v, want orders/as2 ACME.EU state - backlog 2", got)
+	}
+	if !strings.Contains(errb.String(), "only routes with messages are listed") {
+		t.Errorf("stderr %q does not say the breakers are not shared", errb.String())
+	}
+}

@@ -132,10 +132,12 @@ replica), who wrote it and why, and the route's backlog (messages under
 -partner select partners. A partner is listed once its breaker has a
 shared state (it tripped once, or an operator wrote it) or its route holds
 messages; a route with messages and no shared state shows state "-" (its
-breaker never tripped, or is not a fleet breaker). A breaker selected by name, or by -service and
+breaker never tripped, or is not a fleet breaker). Without the bucket (no
+fleet: floodgate.Config.Fleet unset) only the routes with messages are
+listed, with state "-". A breaker selected by name, or by -service and
 -partner, with no shared state (no replica has joined it yet, or a
-misspelt name) and a missing bucket (no replica has joined any breaker yet)
-are errors: exit status 1.
+misspelt name), and a missing bucket with no route holding messages, are
+errors: exit status 1.
 
 Flags:
 `
@@ -167,12 +169,12 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
 	nc, s, _, err := f.open(ctx, false)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		if f.target() != "" {
-			fmt.Fprintf(stderr, "floodgate status: %s: %v; bucket %s does not exist\n", f.target(), errNoState, f.bucket)
-		} else {
-			fmt.Fprintf(stderr, "floodgate status: bucket %s does not exist: no replica has joined a fleet-wide breaker on it yet\n", f.bucket)
-		}
+	noBucket := errors.Is(err, jetstream.ErrBucketNotFound)
+	if noBucket && f.target() == "" {
+		// No fleet: list the routes that hold messages, without shared state.
+		nc, err = nats.Connect(f.natsURL, nats.Name("floodgate-cli"), nats.Timeout(5*time.Second))
+	} else if noBucket {
+		fmt.Fprintf(stderr, "floodgate status: %s: %v; bucket %s does not exist\n", f.target(), errNoState, f.bucket)
 		return exitError
 	}
 	if err != nil {
@@ -195,9 +197,12 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	name := f.target()
 	names := []string{name}
 	if name == "" {
-		if names, err = s.Names(ctx); err != nil {
-			fmt.Fprintln(stderr, "floodgate status:", err)
-			return exitError
+		names = nil
+		if s != nil {
+			if names, err = s.Names(ctx); err != nil {
+				fmt.Fprintln(stderr, "floodgate status:", err)
+				return exitError
+			}
 		}
 		for _, c := range counts { // routes with messages, and no shared state
 			for n := range c {
@@ -207,6 +212,13 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		names = f.route.filter(names)
 		sort.Strings(names)
 		names = slices.Compact(names)
+	}
+	if s == nil && len(names) == 0 {
+		fmt.Fprintf(stderr, "floodgate status: bucket %s does not exist (no replica has joined a fleet-wide breaker on it yet) and no route holds messages\n", f.bucket)
+		return exitError
+	}
+	if s == nil {
+		fmt.Fprintf(stderr, "floodgate status: bucket %s does not exist: breakers are not shared, so only routes with messages are listed, without state\n", f.bucket)
 	}
 	out := []breakerStatus{}
 	for _, n := range names {
@@ -229,15 +241,19 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 }
 
 // readStatus reads name's shared state and probe leases. It returns an
-// error wrapping errNoState when name has no shared state.
+// error wrapping errNoState when name has no shared state (or s is nil:
+// there is no bucket).
 func readStatus(ctx context.Context, s *natskv.Store, name string) (breakerStatus, error) {
-	st, rev, err := s.Load(ctx, name)
-	if err != nil {
-		return breakerStatus{}, err
-	}
 	out := breakerStatus{Breaker: name, State: "-", Leases: []leaseStatus{}}
 	if svc, p, ok := strings.Cut(name, "."); ok {
 		out.Service, out.Partner = decodeToken(svc), decodeToken(p)
+	}
+	if s == nil { // no bucket: no shared state
+		return out, errNoState
+	}
+	st, rev, err := s.Load(ctx, name)
+	if err != nil {
+		return breakerStatus{}, err
 	}
 	if rev == 0 {
 		return out, errNoState
