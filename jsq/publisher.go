@@ -165,13 +165,20 @@ func (p *Publisher) publish(ctx context.Context, topic string, m *message.Messag
 // Marshal returns the NATS message for m on subject topic in the wire format
 // described in the package doc.
 func Marshal(topic string, m *message.Message) *nats.Msg {
-	nm := nats.NewMsg(topic)
-	nm.Data = m.Payload
+	// The header map is sized up front and its values share one array: a
+	// diverted message carries a dozen keys, and a map grown key by key
+	// rehashes on the way. Each value is capped, so appending to one
+	// (Header.Add) cannot overwrite the next.
+	n := len(m.Metadata) + 1
+	h := make(nats.Header, n)
+	vals := make([]string, 0, n)
 	for k, v := range m.Metadata {
-		nm.Header.Set(k, v)
+		vals = append(vals, v)
+		h[k] = vals[len(vals)-1 : len(vals) : len(vals)]
 	}
-	nm.Header.Set(UUIDHeader, m.UUID)
-	return nm
+	vals = append(vals, m.UUID)
+	h[UUIDHeader] = vals[len(vals)-1 : len(vals) : len(vals)]
+	return &nats.Msg{Subject: topic, Header: h, Data: m.Payload}
 }
 
 // Close stops publishing and closes the connection if the publisher opened

@@ -332,7 +332,11 @@ func NotAttempted(msg *message.Message) int { return metaCount(msg, MetaNotAttem
 
 // metaCount is the counter in msg's metadata key k, 0 if absent or unparsable.
 func metaCount(msg *message.Message, k string) int {
-	n, err := strconv.Atoi(msg.Metadata.Get(k))
+	v, ok := msg.Metadata[k]
+	if !ok {
+		return 0 // no parse: its error would be an allocation per live message
+	}
+	n, err := strconv.Atoi(v)
 	if err != nil || n < 0 {
 		return 0
 	}

@@ -175,17 +175,26 @@ func (q *Queue) RouteTo(ctx context.Context, msg *message.Message, partnerKey st
 	if reason == ReasonFailure {
 		attempt++
 	}
-	first := now
-	if t, err := time.Parse(TimeFormat, msg.Metadata.Get(MetaFirstDivertedAt)); err == nil {
-		first = t
+	// A live message's first diversion (the hot path of an outage) has
+	// none of the values parsed here: look them up first, since a failed
+	// parse allocates its error.
+	first, firstText := now, ""
+	if v, ok := msg.Metadata[MetaFirstDivertedAt]; ok {
+		if t, err := time.Parse(TimeFormat, v); err == nil {
+			first, firstText = t, formatTime(t)
+		}
 	}
-	diversions, _ := strconv.Atoi(msg.Metadata.Get(MetaDiversions))
+	diversions := metaCount(msg, MetaDiversions)
+	nowText := formatTime(now)
+	if firstText == "" {
+		firstText = nowText
+	}
 
 	c := q.copy(msg)
 	c.Metadata.Set(MetaAttempt, strconv.Itoa(attempt))
 	c.Metadata.Set(MetaReason, string(reason))
-	c.Metadata.Set(MetaFirstDivertedAt, formatTime(first))
-	c.Metadata.Set(MetaDivertedAt, formatTime(now))
+	c.Metadata.Set(MetaFirstDivertedAt, firstText)
+	c.Metadata.Set(MetaDivertedAt, nowText)
 	c.Metadata.Set(MetaDiversions, strconv.Itoa(diversions+1))
 	entry := HistoryEntry{At: now.UTC(), Event: EventDiverted, Reason: string(reason), Attempt: attempt}
 	switch reason {
@@ -344,6 +353,8 @@ func (q *Queue) deadLetter(ctx context.Context, msg *message.Message, r route, r
 // with MetaOriginalTopic set when it can be known.
 func (q *Queue) copy(msg *message.Message) *message.Message {
 	c := message.NewMessage(msg.UUID, msg.Payload)
+	// Sized for the keys floodgate adds, so the map never grows.
+	c.Metadata = make(message.Metadata, len(msg.Metadata)+copyExtraKeys)
 	for k, v := range msg.Metadata {
 		if !jsq.Reserved(k) {
 			c.Metadata.Set(k, v)
@@ -359,6 +370,11 @@ func (q *Queue) copy(msg *message.Message) *message.Message {
 	}
 	return c
 }
+
+// copyExtraKeys is how many metadata keys a copy usually gains: the
+// floodgate keys of a first diversion (a larger hint makes a larger map to
+// clear than growing once would).
+const copyExtraKeys = 10
 
 // publish publishes m to subject through JetStream, awaiting the PubAck,
 // bounded by PublishTimeout on a context detached from ctx's cancellation.
