@@ -210,6 +210,7 @@ type PartnerDrainer struct {
 	ctx     context.Context // Run's; nil while not running
 	parts   map[string]*drainPart
 	pending map[string]route // woken before Run
+	pull    *puller          // Run's; nil while not running (or unavailable)
 	wg      sync.WaitGroup   // the partners' Run goroutines
 }
 
@@ -258,8 +259,14 @@ func (p *PartnerDrainer) Run(ctx context.Context) error {
 	defer p.running.Store(false)
 	remove := p.cfg.Queue.hooks.add(p.diverted)
 	defer remove()
+	pull, err := newPuller(p.cfg.JetStream)
+	if err != nil {
+		// The partners fetch with jetstream's Fetch instead.
+		p.cfg.Drainer.Logger.Error("retryqueue: pull subscription", err, watermill.LogFields{"stream": p.stream, "service": p.cfg.Queue.Service()})
+		pull = nil
+	}
 	p.mu.Lock()
-	p.ctx = ctx
+	p.ctx, p.pull = ctx, pull
 	pending := p.pending
 	p.pending = map[string]route{}
 	p.mu.Unlock()
@@ -272,9 +279,12 @@ func (p *PartnerDrainer) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			p.mu.Lock()
-			p.ctx = nil
+			p.ctx, p.pull = nil, nil
 			p.mu.Unlock()
 			p.wg.Wait()
+			if pull != nil {
+				pull.close()
+			}
 			return nil
 		case <-p.kick:
 		case <-t.C:
@@ -348,6 +358,7 @@ func (p *PartnerDrainer) wakeRoute(r route) {
 		return
 	}
 	p.parts[r.partnerToken] = e
+	e.d.pull = p.pull
 	ctx := p.ctx
 	p.wg.Add(1)
 	p.mu.Unlock()
