@@ -187,7 +187,9 @@ type PartnerStatus struct {
 // before a restart). It stops when its backlog is empty and its consumer
 // deleted: its goroutine returns. So an idle partner costs no goroutine,
 // no consumer and no poll loop; the PartnerDrainer itself runs one
-// goroutine and one discovery timer per service. A partner with a backlog
+// goroutine and one discovery timer per service, and holds one reply
+// subscription (with its delivery goroutine) for the pull requests of all
+// its partners while Run runs. A partner with a backlog
 // has a goroutine, which waits for its gate (polling it every
 // PollInterval, or woken by Wake), its rate, or its turn. Deleting a
 // consumer loses nothing: the work-queue retry stream keeps every unacked

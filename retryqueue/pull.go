@@ -114,6 +114,13 @@ func (p *puller) fetchNoWait(stream, consumer string, n int) ([]jetstream.Msg, e
 			delete(p.waits, cons)
 		}
 		p.mu.Unlock()
+		// Nothing is sent to ch now; what it holds beyond the batch goes
+		// back to the consumer.
+		for len(ch) > 0 {
+			if m := <-ch; m.Reply != "" && !isStatus(m) {
+				_ = m.Respond([]byte("-NAK"))
+			}
+		}
 	}()
 	req := []byte(`{"batch":` + strconv.Itoa(n) + `,"no_wait":true}`)
 	if err := p.nc.PublishRequest(p.api+"CONSUMER.MSG.NEXT."+stream+"."+consumer, p.inbox+tok, req); err != nil {
