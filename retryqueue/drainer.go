@@ -373,9 +373,6 @@ type Drainer struct {
 	// reports the backlog empty (idle).
 	lanes  *lanes
 	retire func(context.Context, turnEnd) (idle, deleted bool)
-	// pull, set by a [PartnerDrainer] only, sends the pull requests on the
-	// PartnerDrainer's one reply subscription; nil: jetstream's fetch.
-	pull *puller
 	// left is the consumer's pending count after the last message of the
 	// turn's last fetch (runTurns only; math.MaxUint64 before one).
 	left uint64
@@ -840,14 +837,22 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 	}
 	gen := d.cfg.Queue.keysGeneration()
 	sent := time.Now()
-	msgs, err := d.fetchNoWait(cons, n)
+	batch, err := cons.FetchNoWait(n)
+	if err != nil {
+		d.releaseShare(n)
+		return err
+	}
+	var msgs []jetstream.Msg
+	for m := range batch.Messages() {
+		msgs = append(msgs, m)
+	}
 	// Slots for messages the fetch did not bring back go back at once;
 	// each fetched one's goes back once it is settled.
 	d.releaseShare(n - len(msgs))
-	if err != nil && len(msgs) == 0 {
+	if err := batch.Error(); err != nil && len(msgs) == 0 {
 		return err
 	}
-	if len(msgs) < n && err == nil && time.Since(sent) < time.Second {
+	if len(msgs) < n && batch.Error() == nil && time.Since(sent) < time.Second {
 		// The server had nothing more to deliver (the client ends a
 		// no-wait fetch silently after a second without its answer).
 		d.order.caughtUp(sent)
@@ -958,25 +963,6 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 	}
 	wg.Wait()
 	return nil
-}
-
-// fetchNoWait fetches up to n messages available now: through the
-// [PartnerDrainer]'s shared puller when it has one, else with
-// [jetstream.Consumer.FetchNoWait]. The error is the fetch's, with the
-// messages that came before it.
-func (d *Drainer) fetchNoWait(cons jetstream.Consumer, n int) ([]jetstream.Msg, error) {
-	if d.pull != nil {
-		return d.pull.fetchNoWait(d.cfg.Stream, d.cfg.Consumer, n)
-	}
-	batch, err := cons.FetchNoWait(n)
-	if err != nil {
-		return nil, err
-	}
-	var msgs []jetstream.Msg
-	for m := range batch.Messages() {
-		msgs = append(msgs, m)
-	}
-	return msgs, batch.Error()
 }
 
 // deferKeyed defers a keyed message and records it as pending for its key.

@@ -187,9 +187,7 @@ type PartnerStatus struct {
 // before a restart). It stops when its backlog is empty and its consumer
 // deleted: its goroutine returns. So an idle partner costs no goroutine,
 // no consumer and no poll loop; the PartnerDrainer itself runs one
-// goroutine and one discovery timer per service, and holds one reply
-// subscription (with its delivery goroutine) for the pull requests of all
-// its partners while Run runs. A partner with a backlog
+// goroutine and one discovery timer per service. A partner with a backlog
 // has a goroutine, which waits for its gate (polling it every
 // PollInterval, or woken by Wake), its rate, or its turn. Deleting a
 // consumer loses nothing: the work-queue retry stream keeps every unacked
@@ -212,7 +210,6 @@ type PartnerDrainer struct {
 	ctx     context.Context // Run's; nil while not running
 	parts   map[string]*drainPart
 	pending map[string]route // woken before Run
-	pull    *puller          // Run's; nil while not running (or unavailable)
 	wg      sync.WaitGroup   // the partners' Run goroutines
 }
 
@@ -261,14 +258,8 @@ func (p *PartnerDrainer) Run(ctx context.Context) error {
 	defer p.running.Store(false)
 	remove := p.cfg.Queue.hooks.add(p.diverted)
 	defer remove()
-	pull, err := newPuller(p.cfg.JetStream)
-	if err != nil {
-		// The partners fetch with jetstream's Fetch instead.
-		p.cfg.Drainer.Logger.Error("retryqueue: pull subscription", err, watermill.LogFields{"stream": p.stream, "service": p.cfg.Queue.Service()})
-		pull = nil
-	}
 	p.mu.Lock()
-	p.ctx, p.pull = ctx, pull
+	p.ctx = ctx
 	pending := p.pending
 	p.pending = map[string]route{}
 	p.mu.Unlock()
@@ -281,12 +272,9 @@ func (p *PartnerDrainer) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			p.mu.Lock()
-			p.ctx, p.pull = nil, nil
+			p.ctx = nil
 			p.mu.Unlock()
 			p.wg.Wait()
-			if pull != nil {
-				pull.close()
-			}
 			return nil
 		case <-p.kick:
 		case <-t.C:
@@ -360,7 +348,6 @@ func (p *PartnerDrainer) wakeRoute(r route) {
 		return
 	}
 	p.parts[r.partnerToken] = e
-	e.d.pull = p.pull
 	ctx := p.ctx
 	p.wg.Add(1)
 	p.mu.Unlock()
