@@ -185,17 +185,7 @@ var e2eRound atomic.Int64
 func BenchmarkEndToEnd(b *testing.B) {
 	for _, handlers := range []int{1, 4, 16} {
 		b.Run(fmt.Sprintf("handlers=%d", handlers), func(b *testing.B) {
-			url, js := e2eServer(b)
-			round := e2eRound.Add(1)
-			topic := fmt.Sprintf("e2e_%d_%d", os.Getpid(), round)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-			defer cancel()
-			stream, err := jsq.EnsureStream(ctx, js, topic)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer func() { _ = js.DeleteStream(context.Background(), topic) }()
-			e2ePublish(b, ctx, js, topic, b.N)
+			url, _, ctx, topic, stream, round := e2eSource(b, "e2e")
 
 			rate := map[string]float64{}
 			cpu := map[string]float64{}
@@ -276,4 +266,23 @@ func e2eConsume(b *testing.B, ctx context.Context, url string, stream jetstream.
 		b.Fatal(err)
 	}
 	return elapsed, cpu
+}
+
+// e2eSource returns the shared server, a context for the run, and a new
+// source topic and stream holding b.N messages, deleted with b, and the
+// round number, from which a run rotates its variants.
+func e2eSource(b *testing.B, prefix string) (url string, js jetstream.JetStream, ctx context.Context, topic string, stream jetstream.Stream, round int64) {
+	b.Helper()
+	url, js = e2eServer(b)
+	round = e2eRound.Add(1)
+	topic = fmt.Sprintf("%s_%d_%d", prefix, os.Getpid(), round)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	b.Cleanup(cancel)
+	stream, err := jsq.EnsureStream(ctx, js, topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = js.DeleteStream(context.Background(), topic) })
+	e2ePublish(b, ctx, js, topic, b.N)
+	return url, js, ctx, topic, stream, round
 }

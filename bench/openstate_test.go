@@ -139,17 +139,7 @@ func runFloodgateOpen(b *testing.B, ctx context.Context, url string, js jetstrea
 func BenchmarkOpenState(b *testing.B) {
 	for _, handlers := range []int{1, 4} {
 		b.Run(fmt.Sprintf("handlers=%d", handlers), func(b *testing.B) {
-			url, js := e2eServer(b)
-			round := e2eRound.Add(1)
-			topic := fmt.Sprintf("open_%d_%d", os.Getpid(), round)
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-			defer cancel()
-			stream, err := jsq.EnsureStream(ctx, js, topic)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer func() { _ = js.DeleteStream(context.Background(), topic) }()
-			e2ePublish(b, ctx, js, topic, b.N)
+			url, js, ctx, topic, stream, round := e2eSource(b, "open")
 
 			rate, cpu, size := map[string]float64{}, map[string]float64{}, map[string]float64{}
 			b.ResetTimer()

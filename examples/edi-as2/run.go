@@ -377,18 +377,8 @@ func account(sum *summary, retailers []*retailer, pc *exampleutil.PartnerCounter
 		ps.Unsettled(backlog[r.id])
 		ps.Diverted, ps.DeadLettered = int(c.Diverted.Load()), int(c.DeadLettered.Load())
 		ps.Drained, ps.Trips, ps.DrainS = int(c.Drained.Load()), int(c.Trips.Load()), r.drain.Seconds()
-		sum.Partners = append(sum.Partners, ps)
-
-		sum.Produced += ps.Produced
-		sum.DeliveredUnique += ps.Delivered
-		sum.Duplicates += ps.Duplicates
-		sum.Misdelivered += ps.Misdelivered
-		sum.Lost += ps.Lost
-		sum.Queued += ps.Queued
-		sum.Diverted += ps.Diverted
-		sum.DeadLettered += ps.DeadLettered
+		sum.AddPartner(ps)
 		sum.Drained += ps.Drained
-		sum.Trips += ps.Trips
 	}
 	sum.Queued += sourceQueued
 	sum.Lost = max(0, sum.Lost-sourceQueued)

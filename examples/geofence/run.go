@@ -593,17 +593,8 @@ func account(sum *summary, consumers []*consumer, pc *exampleutil.PartnerCounter
 		ps.Unsettled(backlog[c.url])
 		ps.Diverted, ps.DeadLettered = int(cnt.Diverted.Load()), int(cnt.DeadLettered.Load())
 		ps.Drained, ps.Trips, ps.DrainS = int(cnt.Drained.Load()), int(cnt.Trips.Load()), c.drain.Seconds()
-		sum.Partners = append(sum.Partners, ps)
-
-		sum.Produced += ps.Produced
-		sum.DeliveredUnique += ps.Delivered
-		sum.Duplicates += ps.Duplicates
-		sum.Misdelivered += ps.Misdelivered
-		sum.Lost += ps.Lost
-		sum.Diverted += ps.Diverted
-		sum.DeadLettered += ps.DeadLettered
+		sum.AddPartner(ps)
 		sum.Drained += ps.Drained
-		sum.Trips += ps.Trips
 	}
 	// Triggers and fixes still in a stream are not lost either.
 	inBacklog := 0

@@ -49,6 +49,22 @@ type Summary struct {
 	Partners []PartnerSummary `json:"partners"`
 }
 
+// AddPartner appends ps to s.Partners and adds its counts to s's totals
+// (Produced, DeliveredUnique, Duplicates, Misdelivered, Lost, Queued,
+// Diverted, DeadLettered, Trips).
+func (s *Summary) AddPartner(ps PartnerSummary) {
+	s.Partners = append(s.Partners, ps)
+	s.Produced += ps.Produced
+	s.DeliveredUnique += ps.Delivered
+	s.Duplicates += ps.Duplicates
+	s.Misdelivered += ps.Misdelivered
+	s.Lost += ps.Lost
+	s.Queued += ps.Queued
+	s.Diverted += ps.Diverted
+	s.DeadLettered += ps.DeadLettered
+	s.Trips += ps.Trips
+}
+
 // PartnerSummary is one partner's accounting: the messages produced for it
 // and what became of them.
 type PartnerSummary struct {
