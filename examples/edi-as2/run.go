@@ -227,17 +227,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	// 5. Timeline until everything is accounted for or -settle runs out. The
 	// backlogs are sampled every 100 ms (for drain_s); a line is printed per
 	// second.
-	backlogs := func(ctx context.Context) (map[string]int, bool) {
-		st, err := fg.Drain().Status(ctx)
-		if err != nil {
-			return nil, false
-		}
-		m := map[string]int{}
-		for _, s := range st {
-			m[s.Key] += int(s.Backlog)
-		}
-		return m, true
-	}
+	backlogs := func(ctx context.Context) (map[string]int, bool) { return exampleutil.Backlogs(ctx, fg.Drain()) }
 	states := func() string {
 		parts := make([]string, len(retailers))
 		for i, r := range retailers {

@@ -405,17 +405,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	}
 	// backlogs reads each consumer's retry backlog (ok false when it
 	// cannot be read).
-	backlogs := func(ctx context.Context) (map[string]int, bool) {
-		st, err := fg.Drain().Status(ctx)
-		if err != nil {
-			return nil, false
-		}
-		m := map[string]int{}
-		for _, s := range st {
-			m[s.Key] += int(s.Backlog)
-		}
-		return m, true
-	}
+	backlogs := func(ctx context.Context) (map[string]int, bool) { return exampleutil.Backlogs(ctx, fg.Drain()) }
 	// unsettled counts the messages still in a stream: triggers in the
 	// retry backlog, fixes and triggers not yet handled or acked (a fix may
 	// still give a trigger). They are queued, not lost.

@@ -1,12 +1,28 @@
 package exampleutil
 
 import (
+	"context"
 	"math"
 	"sync"
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/retryqueue"
 )
+
+// Backlogs reads each partner's retry backlog from d (one stream-info
+// request), keyed by partner key; ok is false when it cannot be read.
+func Backlogs(ctx context.Context, d *retryqueue.PartnerDrainer) (m map[string]int, ok bool) {
+	st, err := d.Status(ctx)
+	if err != nil {
+		return nil, false
+	}
+	m = map[string]int{}
+	for _, s := range st {
+		m[s.Key] += int(s.Backlog)
+	}
+	return m, true
+}
 
 // DrainTimer measures one partner's drain time: from its recovery (its
 // breaker's first close after its last trip; for a partner that never
