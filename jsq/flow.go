@@ -45,6 +45,9 @@ type waiting struct {
 	since time.Time
 }
 
+// onNewFlow, when set (by tests only), sees each subscription's flow.
+var onNewFlow func(*flow)
+
 func newFlow(s *Subscriber, stop, base context.Context, cons jetstream.Consumer, d Delivery, out chan<- *message.Message) *flow {
 	credit := s.cfg.Concurrency + max(s.cfg.Prefetch, 0)
 	return &flow{

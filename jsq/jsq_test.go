@@ -304,6 +304,7 @@ func TestConcurrencyAndPrefetchBound(t *testing.T) {
 func TestClosePrefetchedNakked(t *testing.T) {
 	e := setup(t)
 	cfg := jsq.SubscriberConfig{AckWait: 20 * time.Second, Prefetch: 3, CloseGrace: -1}
+	waiting := jsq.WatchWaiting(t)
 	started := make(chan string, 1)
 	release := make(chan struct{})
 	defer close(release)
@@ -324,6 +325,10 @@ func TestClosePrefetchedNakked(t *testing.T) {
 	}
 	name := jsq.DefaultConsumerName(e.topic)
 	natstest.Eventually(t, 10*time.Second, func() bool { return e.consumerInfo(t, name).NumAckPending == 4 }, "all 4 delivered: 1 in the handler, 3 prefetched")
+	// A message the server sent but the subscriber has not received when
+	// it closes waits out its AckWait (documented): close once all three
+	// wait in the subscriber.
+	natstest.Eventually(t, 10*time.Second, func() bool { return waiting() == 3 }, "3 prefetched messages waiting in the subscriber")
 	_ = closeRouter()
 	_ = first.Close()
 
