@@ -11,12 +11,13 @@ import (
 func WatchWaiting(t *testing.T) func() int {
 	var mu sync.Mutex
 	var flows []*flow
-	onNewFlow = func(f *flow) {
+	hook := func(f *flow) {
 		mu.Lock()
 		defer mu.Unlock()
 		flows = append(flows, f)
 	}
-	t.Cleanup(func() { onNewFlow = nil })
+	onNewFlow.Store(&hook)
+	t.Cleanup(func() { onNewFlow.Store(nil) })
 	return func() int {
 		mu.Lock()
 		defer mu.Unlock()

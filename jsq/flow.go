@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
@@ -46,7 +47,7 @@ type waiting struct {
 }
 
 // onNewFlow, when set (by tests only), sees each subscription's flow.
-var onNewFlow func(*flow)
+var onNewFlow atomic.Pointer[func(*flow)]
 
 func newFlow(s *Subscriber, stop, base context.Context, cons jetstream.Consumer, d Delivery, out chan<- *message.Message) *flow {
 	credit := s.cfg.Concurrency + max(s.cfg.Prefetch, 0)

@@ -263,8 +263,8 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	base := context.WithoutCancel(stop)
 	out := make(chan *message.Message)
 	f := newFlow(s, stop, base, cons, Delivery{Stream: topic, Consumer: cc.Durable, Count: 1, MaxDeliver: cc.MaxDeliver}, out)
-	if onNewFlow != nil {
-		onNewFlow(f)
+	if hook := onNewFlow.Load(); hook != nil {
+		(*hook)(f)
 	}
 	f.start()
 	s.loops.Add(1)
