@@ -14,9 +14,9 @@ require (
 	github.com/prometheus/common v0.66.1
 	github.com/smallstep/pkcs7 v0.2.3
 	github.com/sony/gobreaker v1.0.0
+	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/time v0.16.0
 	gonum.org/v1/plot v0.17.0
-	gopkg.in/yaml.v3 v3.0.1
 	pgregory.net/rapid v1.3.0
 )
 

@@ -8,8 +8,9 @@ import (
 )
 
 // HalfOpenPolicy selects how the half-open state tests a recovering
-// dependency. The design notes in the project's shared seeds describe the
-// strategies; [HalfOpenAdaptive] goes beyond them.
+// dependency. The design notes (summarised in the repository's
+// docs/design.md) describe the strategies; [HalfOpenAdaptive] goes beyond
+// them.
 type HalfOpenPolicy int
 
 const (

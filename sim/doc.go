@@ -1,7 +1,7 @@
 // Package sim is a deterministic recovery simulator: it runs the real
 // [breaker.Breaker] in front of a simulated dependency that fails and
 // recovers, and measures how each half-open strategy of the design notes
-// (in the project's shared seeds) treats it. It reproduces the notes'
+// (summarised in the repository's docs/design.md) treats it. It reproduces the notes'
 // experiments side by side and lets a user try their own dependency's
 // numbers before choosing settings. The command "floodgate sim" prints and
 // plots its results.

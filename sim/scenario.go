@@ -456,8 +456,8 @@ func PresetNames() []string {
 	return []string{"fragile", "fragile-defaults", "slow", "long-outage"}
 }
 
-// Preset returns a scenario of the design notes (in the project's shared
-// seeds), with Seed 1:
+// Preset returns a scenario of the design notes (summarised in the
+// repository's docs/design.md), with Seed 1:
 //
 //   - "fragile" (probing-strategies note): 100 calls/s; the dependency is
 //     down from 10s to 20s, then for 10s takes only 30 calls/s (the excess
