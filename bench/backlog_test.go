@@ -24,8 +24,11 @@ import (
 // backlog, and reports the process's live heap after a GC (embedded server
 // included) before, at half and at the end: heap-MB (at the end),
 // B/msg-first-half and B/msg-second-half (heap growth per message diverted
-// in each half: a bounded heap shows ~0 in the second half) and held-keys
-// ([retryqueue.Queue.HeldKeys]). keys=none is per-key ordering off;
+// in each half: a bounded heap shows ~0 in the second half), held-keys
+// ([retryqueue.Queue.HeldKeys]) and false-pos-%: the share of 65,536 live
+// messages with keys not in the backlog that [retryqueue.Queue.Holds]
+// holds anyway (collisions in the ordering index, default
+// OrderingBuckets). keys=none is per-key ordering off;
 // keys=unique is Config.OrderingKey on with a distinct key per message
 // (its worst case), keys=100 with 100 keys. Run it with
 // -benchtime=100000x (see BENCHMARKS.md).
@@ -122,6 +125,18 @@ func BenchmarkBacklogMemory(b *testing.B) {
 			b.ReportMetric((float64(h1)-float64(h0))/half, "B/msg-first-half")
 			b.ReportMetric((float64(h2)-float64(h1))/half, "B/msg-second-half")
 			b.ReportMetric(float64(q.HeldKeys()), "held-keys")
+			if keys != "none" {
+				const probes = 1 << 16
+				held := 0
+				for i := range probes {
+					m := message.NewMessage("live", nil)
+					m.Metadata.Set("key", "live-"+strconv.Itoa(i))
+					if q.Holds(m) {
+						held++
+					}
+				}
+				b.ReportMetric(100*float64(held)/probes, "false-pos-%")
+			}
 		})
 	}
 }

@@ -49,6 +49,8 @@ func TestValidateAppliesDefaults(t *testing.T) {
 			{Name: "MaxRetryAfter", Cfg: with(func(c *retryqueue.Config) { c.MaxAge = time.Hour; c.MaxRetryAfter = 2 * time.Hour }), Want: "MaxRetryAfter must be in (0, MaxAge 1h0m0s], got 2h0m0s"},
 			{Name: "MaxErrorLen", Cfg: with(func(c *retryqueue.Config) { c.MaxErrorLen = 15 }), Want: "MaxErrorLen must be >= 16"},
 			{Name: "MaxHistory", Cfg: with(func(c *retryqueue.Config) { c.MaxHistory = 101 }), Want: "MaxHistory must be in 1..100"},
+			{Name: "OrderingBuckets", Cfg: with(func(c *retryqueue.Config) { c.OrderingBuckets = -1 }), Want: "OrderingBuckets must be in 1..67108864 (2^26), got -1"},
+			{Name: "OrderingBuckets", Cfg: with(func(c *retryqueue.Config) { c.OrderingBuckets = 1<<26 + 1 }), Want: "OrderingBuckets must be in 1..67108864"},
 			{Name: "RetryTopic", Cfg: with(func(c *retryqueue.Config) { c.RetryTopic = "a.b" }), Want: "RetryTopic: "},
 			{Name: "DeadLetterTopic", Cfg: with(func(c *retryqueue.Config) { c.DeadLetterTopic = "a b" }), Want: "DeadLetterTopic: "},
 			{Name: "topics equal to a default", Cfg: with(func(c *retryqueue.Config) { c.RetryTopic = "floodgate_dead" }), Want: "RetryTopic and DeadLetterTopic must differ"},

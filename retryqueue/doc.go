@@ -176,9 +176,13 @@
 // pays a diversion and waits for the backlog instead of going straight to
 // the partner (so one failing key delays all its later messages, though no
 // other key's); the drain handles a key's messages serially; the queue
-// keeps an in-memory count per key with messages in the backlog (a map
-// entry per key, rebuilt at [Drainer.Run] by reading every backlog message
-// once); and across a crash of the drainer the order of a key whose head
+// keeps an in-memory index of the keys with messages in the backlog, a
+// fixed table of [Config.OrderingBuckets] counters indexed by a hash of
+// the key (1 MiB by default, whatever the number of keys), rebuilt at
+// [Drainer.Run] by reading every backlog message once, in which a key
+// sharing a counter with a key that has backlog is held too (a needless
+// diversion, order kept; about K/OrderingBuckets of live messages with K
+// keys in the backlog); and across a crash of the drainer the order of a key whose head
 // was waiting out its backoff can be broken once, as can the order of a
 // message whose ack or fetch reply was lost and that JetStream redelivers
 // after the ack wait (at-least-once). Live consumption must be

@@ -279,7 +279,8 @@ type DrainStatus struct {
 	// ETA is the estimated time to an empty backlog at DrainedPerSec: 0
 	// with an empty backlog, -1 when unknown (nothing drained recently).
 	ETA time.Duration `json:"eta_ns"`
-	// HeldKeys is the number of ordering keys with messages in the backlog
+	// HeldKeys is [Queue.HeldKeys]: the ordering index's counters in use,
+	// about the number of ordering keys with messages in the backlog
 	// (per-key ordering only).
 	HeldKeys int `json:"held_keys"`
 }
@@ -1123,12 +1124,13 @@ func (d *Drainer) clearKeysIfEmpty(ctx context.Context, gen uint64) {
 		return
 	}
 	if n, err := d.Backlog(ctx); err == nil && n == 0 {
-		d.cfg.Queue.resetKeys(gen, map[string]int{})
+		d.cfg.Queue.resetKeys(gen, nil)
 	}
 }
 
 // rebuildKeys counts the retry stream's messages per ordering key (direct
-// gets, one per stored message) and installs the counts in the queue.
+// gets, one per stored message) into a fresh ordering index of the queue's
+// fixed size and installs it.
 func (d *Drainer) rebuildKeys(ctx context.Context) error {
 	for range 3 {
 		gen := d.cfg.Queue.keysGeneration()
@@ -1140,7 +1142,7 @@ func (d *Drainer) rebuildKeys(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		counts := map[string]int{}
+		counts := d.cfg.Queue.newKeyCounts()
 		if info.State.Msgs > 0 {
 			for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
 				raw, err := st.GetMsg(ctx, seq)
@@ -1159,9 +1161,7 @@ func (d *Drainer) rebuildKeys(ctx context.Context) error {
 						m.Metadata.Set(k, v[0])
 					}
 				}
-				if k := d.cfg.Queue.key(m); k != "" {
-					counts[k]++
-				}
+				d.cfg.Queue.countKey(counts, d.cfg.Queue.key(m))
 			}
 		}
 		if d.cfg.Queue.resetKeys(gen, counts) {

@@ -24,12 +24,25 @@ import (
 // meanwhile. Time the drain spends paused (the gate closed) does not count
 // toward the expiry, and a head the breaker keeps turning away, or that
 // the handler failed, renews its hold.
+//
+// Memory: an entry lives while its message is out of the drainer's hands
+// and due back (nakked with a delay, or a copy diverted again to the back
+// of the stream): a map entry, its key and a hold's UUID. A lapsed entry is
+// dropped when its key is next admitted, and by a sweep when the drain
+// catches up, run once the entries have doubled since the last sweep (so
+// its cost is amortized): the entries of keys that never come back (unique
+// keys, purged messages) do not pile up beyond twice the live ones.
 type keyOrder struct {
 	mu      sync.Mutex
 	holds   map[string]hold
 	pending map[string]map[uint64]time.Time // key -> seq -> expiry
 	caught  time.Time                       // the last fetch that found nothing more to deliver was sent
+	swept   int                             // keys in holds and pending after the last sweep
 }
+
+// sweepMin is how many keys holds and pending may hold before the first
+// sweep.
+const sweepMin = 64
 
 // heldRecheck is how long a message held behind its key's head is
 // deferred at least: long enough that the deferred messages do not crowd
@@ -102,9 +115,34 @@ func (o *keyOrder) lapsedLocked(expires time.Time) bool { return o.caught.After(
 func (o *keyOrder) caughtUp(sent time.Time) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if sent.After(o.caught) {
-		o.caught = sent
+	if !sent.After(o.caught) {
+		return
 	}
+	o.caught = sent
+	if len(o.holds)+len(o.pending) >= 2*o.swept+sweepMin {
+		o.sweepLocked()
+	}
+}
+
+// sweepLocked drops every lapsed hold and pending entry. Requires o.mu
+// held.
+func (o *keyOrder) sweepLocked() {
+	for k, h := range o.holds {
+		if o.lapsedLocked(h.expires) {
+			delete(o.holds, k)
+		}
+	}
+	for k, m := range o.pending {
+		for seq, exp := range m {
+			if o.lapsedLocked(exp) {
+				delete(m, seq)
+			}
+		}
+		if len(m) == 0 {
+			delete(o.pending, k)
+		}
+	}
+	o.swept = len(o.holds) + len(o.pending)
 }
 
 // head returns the UUID of the message holding key, "" if none.

@@ -22,12 +22,20 @@ func (q *Queue) Ordered() bool { return q.cfg.OrderingKey != nil }
 // key's order: per-key ordering is on, msg has a key, msg is live traffic
 // (not handed over by a [Drainer], see [FromDrain]) and the retry backlog
 // holds messages of that key. Call it before asking the breaker. It is
-// cheap (one map lookup under a mutex) and safe for concurrent use.
+// cheap (a hash and a counter read under a mutex, no allocation) and safe
+// for concurrent use.
 //
-// The count behind it is kept in memory by this process: it grows with
-// every diversion of a keyed message and shrinks as the drainer acks them;
-// [Drainer.Run] rebuilds it from the retry stream when it starts, and
-// clears it whenever it finds the backlog empty.
+// The index behind it is a fixed table of [Config.OrderingBuckets]
+// counters indexed by a hash of the key (a counting filter), kept in
+// memory by this process: a diversion of a keyed message increments its
+// key's counter, the drainer's confirmed ack decrements it. It never
+// reports a key with backlog as free; a key without backlog whose counter
+// it shares with one that has (a collision) is held too, with probability
+// about [Queue.HeldKeys] / OrderingBuckets: that message is diverted
+// with [ReasonOrdering] when it need not be, which costs a diversion and
+// keeps every key's order. Its memory is fixed, whatever the number of
+// keys. [Drainer.Run] rebuilds it from the retry stream when it starts,
+// and clears it whenever it finds the backlog empty.
 func (q *Queue) Holds(msg *message.Message) bool {
 	if q.cfg.OrderingKey == nil || FromDrain(msg.Context()) {
 		return false
@@ -36,61 +44,73 @@ func (q *Queue) Holds(msg *message.Message) bool {
 	if k == "" {
 		return false
 	}
-	q.keysMu.Lock()
-	defer q.keysMu.Unlock()
-	return q.keys[k] > 0
+	return q.keys.held(k)
 }
 
-// HeldKeys returns the number of distinct ordering keys with messages in
-// the backlog, as [Queue.Holds] sees them.
+// HeldKeys returns the number of the ordering index's counters in use
+// (see [Queue.Holds]): the number of distinct ordering keys with messages
+// in the backlog, less one for each key sharing its counter with another
+// (at most [Config.OrderingBuckets]). It is 0 exactly when no key is held,
+// and 0 without per-key ordering. HeldKeys / OrderingBuckets estimates the
+// chance that a live message whose key has no backlog is held anyway.
 func (q *Queue) HeldKeys() int {
-	q.keysMu.Lock()
-	defer q.keysMu.Unlock()
-	return len(q.keys)
+	if q.keys == nil {
+		return 0
+	}
+	return q.keys.inUse()
 }
 
 func (q *Queue) hold(key string) {
 	if key == "" {
 		return
 	}
-	q.keysMu.Lock()
-	q.keys[key]++
-	q.keysGen++
-	q.keysMu.Unlock()
+	q.keys.add(key)
 }
 
 // Release records that one backlog message of key left the retry stream.
 // The [Drainer] calls it after each confirmed ack; call it only if you
-// remove retry messages yourself. An empty key does nothing.
+// remove retry messages yourself, and only once per message the index
+// counted (a diversion since the index was last rebuilt or cleared): an
+// unmatched Release may free another key sharing its counter. An empty key
+// does nothing.
 func (q *Queue) Release(key string) {
-	if key == "" {
+	if key == "" || q.keys == nil {
 		return
 	}
-	q.keysMu.Lock()
-	if q.keys[key] <= 1 {
-		delete(q.keys, key)
-	} else {
-		q.keys[key]--
-	}
-	q.keysMu.Unlock()
+	q.keys.remove(key)
 }
 
 // keysGeneration returns the index generation, for resetKeys.
 func (q *Queue) keysGeneration() uint64 {
-	q.keysMu.Lock()
-	defer q.keysMu.Unlock()
-	return q.keysGen
+	if q.keys == nil {
+		return 0
+	}
+	return q.keys.generation()
 }
 
-// resetKeys replaces the index by counts if no key was held since gen.
-func (q *Queue) resetKeys(gen uint64, counts map[string]int) bool {
-	q.keysMu.Lock()
-	defer q.keysMu.Unlock()
-	if q.keysGen != gen {
-		return false
+// newKeyCounts returns an empty table for a rebuild of the index
+// (resetKeys), nil without per-key ordering.
+func (q *Queue) newKeyCounts() *keyCounts {
+	if q.keys == nil {
+		return nil
 	}
-	q.keys = counts
-	return true
+	return q.keys.fresh()
+}
+
+// countKey counts a message of key in c, a table from newKeyCounts.
+func (q *Queue) countKey(c *keyCounts, key string) {
+	if key != "" && c != nil {
+		q.keys.tally(c, key)
+	}
+}
+
+// resetKeys replaces the index by counts (from newKeyCounts; nil clears
+// it) if no key was held since gen.
+func (q *Queue) resetKeys(gen uint64, counts *keyCounts) bool {
+	if q.keys == nil {
+		return true
+	}
+	return q.keys.reset(gen, counts)
 }
 
 // outcome is what the queue did with a message the drainer handed over,

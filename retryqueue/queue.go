@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,12 +23,9 @@ type Queue struct {
 	cfg     Config
 	service string // partner.Token(cfg.Service)
 
-	// keys is the per-key ordering index: backlog messages per key
-	// (Config.OrderingKey only). keysGen grows with every increment, so a
-	// reset can tell whether a diversion slipped in.
-	keysMu  sync.Mutex
-	keys    map[string]int
-	keysGen uint64
+	// keys is the per-key ordering index behind Holds (Config.OrderingKey
+	// only, else nil).
+	keys *keyIndex
 
 	// hooks hear of every confirmed diversion ([PartnerDrainer]).
 	hooks divertHooks
@@ -58,7 +54,11 @@ func New(cfg Config) (*Queue, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
-	return &Queue{cfg: cfg, service: partner.Token(cfg.Service), keys: map[string]int{}}, nil
+	q := &Queue{cfg: cfg, service: partner.Token(cfg.Service)}
+	if cfg.OrderingKey != nil {
+		q.keys = newKeyIndex(cfg.OrderingBuckets)
+	}
+	return q, nil
 }
 
 // RetryTopic returns the retry stream name.
