@@ -161,8 +161,9 @@ attempts, route (service and partner), original topic, size and the last
 error; -format json adds the payload preview (see the README for the
 schema). Filters: -reason, -original-topic, -service, -partner,
 -older-than, -newer-than. show prints one dead letter, by stream sequence
-or UUID, with its metadata, attempt history and a payload preview. Both
-read with message gets and create no consumer. A missing stream is an
+or UUID, with its metadata, attempt history and a payload preview. Scans
+read with an ephemeral ordered consumer in batches (removed by the server
+once idle). A missing stream is an
 error (exit status 1).
 
 Flags:
@@ -301,20 +302,16 @@ func showDeadLetter(ctx context.Context, st jetstream.Stream, id string, now tim
 		}
 		return describe(storedMsg{seq: raw.Sequence, subject: raw.Subject, header: raw.Header, data: raw.Data, at: raw.Time}, now, preview, true), nil
 	}
-	errFound := errors.New("found")
 	var found storedMsg
 	err := scanStream(ctx, st, "", bar, func(m storedMsg) error {
 		if m.header.Get(jsq.UUIDHeader) == id {
 			found = m
-			return errFound
+			return errStopScan
 		}
 		return nil
 	})
-	if bar != nil {
-		bar.done()
-	}
 	switch {
-	case errors.Is(err, errFound):
+	case errors.Is(err, errStopScan):
 		return describe(found, now, preview, true), nil
 	case err != nil:
 		return deadLetter{}, err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -37,21 +36,18 @@ func requireStream(ctx context.Context, js jetstream.JetStream, stream, flag str
 	return st, nil
 }
 
-// Scan tuning: scanWorkers get requests in flight at once, each walking
-// one chunk of the sequence range that holds about scanChunkMsgs
-// messages; at most 2*scanWorkers chunks are read ahead of fn.
-const (
-	scanWorkers   = 16
-	scanChunkMsgs = 256
-)
+// scanBatch is how many messages one fetch of a scan's ordered consumer
+// asks for.
+const scanBatch = 1000
 
 // scanStream calls fn for every message of st stored when the scan starts
-// (its cached info), in sequence order, from the goroutine that called it;
-// subject ("" for any) filters by subject. It reads with message gets
-// ("the first message at or after seq on subject"), scanWorkers requests
-// in flight at once over consecutive chunks of the sequence range: no
-// consumer is created, so it is safe on the work-queue retry stream, whose
-// only consumers must be the drainers'. A message removed meanwhile is
+// (its cached info), in sequence order; subject ("" for any) filters by
+// subject. A limits stream (the dead letters) is read with an ephemeral
+// ordered consumer in fetches of scanBatch messages (the server removes
+// it once idle). A work-queue stream (the retry backlog) must not get a
+// consumer beside the drainers' (the server refuses overlapping ones), so
+// it is read with one message get per message ("the first message at or
+// after seq on subject"), which is slower. A message removed meanwhile is
 // skipped. bar, if not nil, counts the messages read.
 func scanStream(ctx context.Context, st jetstream.Stream, subject string, bar *progressBar, fn func(storedMsg) error) error {
 	info := st.CachedInfo()
@@ -64,95 +60,100 @@ func scanStream(ctx context.Context, st jetstream.Stream, subject string, bar *p
 			subject = info.Config.Subjects[0]
 		}
 	}
-	first, last := info.State.FirstSeq, info.State.LastSeq
-	span := last - first + 1
-	// Chunks hold about scanChunkMsgs messages: a sparse stream (a
-	// work-queue stream with old messages far apart) gets fewer, wider
-	// chunks, each jumped across with one request.
-	width := max(scanChunkMsgs, span/max(info.State.Msgs, 1)*scanChunkMsgs)
-	chunks := (span + width - 1) / width
-
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type result struct {
-		msgs []storedMsg
-		err  error
+	if bar != nil {
+		defer bar.done()
+		fn = func(fn func(storedMsg) error) func(storedMsg) error {
+			return func(m storedMsg) error { bar.add(1); return fn(m) }
+		}(fn)
 	}
-	results := make([]chan result, chunks)
-	for i := range results {
-		results[i] = make(chan result, 1)
+	var err error
+	if info.Config.Retention == jetstream.WorkQueuePolicy {
+		err = getEach(ctx, st, subject, info.State.FirstSeq, info.State.LastSeq, fn)
+	} else {
+		err = fetchAll(ctx, st, subject, info.State.LastSeq, fn)
 	}
-	ahead := make(chan struct{}, 2*scanWorkers) // chunks read ahead of fn
-	next := make(chan uint64)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	go func() { // hands out chunk indexes, in order, at most len(ahead) ahead
-		defer close(next)
-		for i := range chunks {
-			select {
-			case ahead <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			select {
-			case next <- i:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	for range min(uint64(scanWorkers), chunks) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				lo := first + i*width
-				hi := min(lo+width-1, last)
-				msgs, err := readChunk(ctx, st, subject, lo, hi)
-				results[i] <- result{msgs, err}
-			}
-		}()
+	if err != nil && !errors.Is(err, errStopScan) {
+		return fmt.Errorf("stream %s: %w", info.Config.Name, err)
 	}
-	for i := range chunks {
-		var r result
-		select {
-		case r = <-results[i]:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-		if r.err != nil {
-			return fmt.Errorf("stream %s: %w", info.Config.Name, r.err)
-		}
-		for _, m := range r.msgs {
-			if err := fn(m); err != nil {
-				return err
-			}
-		}
-		if bar != nil {
-			bar.add(uint64(len(r.msgs)))
-		}
-		<-ahead
-	}
-	return nil
+	return err
 }
 
-// readChunk returns the messages on subject with sequences in [lo, hi].
-func readChunk(ctx context.Context, st jetstream.Stream, subject string, lo, hi uint64) ([]storedMsg, error) {
-	var out []storedMsg
+// errStopScan, returned by a scan's fn, ends the scan; scanStream returns
+// it as it is.
+var errStopScan = errors.New("scan stopped")
+
+// fetchAll reads the messages on subject up to sequence last with an
+// ordered consumer.
+func fetchAll(ctx context.Context, st jetstream.Stream, subject string, last uint64, fn func(storedMsg) error) error {
+	// The first message on subject, with one get: none means nothing to
+	// scan (a fetch would wait out its timeout).
+	first, err := st.GetMsg(ctx, st.CachedInfo().State.FirstSeq, jetstream.WithGetMsgSubject(subject))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read first message: %w", err)
+	}
+	if first.Sequence > last {
+		return nil
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject},
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: first.Sequence})
+	if err != nil {
+		return fmt.Errorf("consumer: %w", err)
+	}
+	for {
+		batch, err := cons.Fetch(scanBatch, jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return fmt.Errorf("fetch: %w", err)
+		}
+		n := 0
+		done := false
+		for jm := range batch.Messages() {
+			n++
+			if done {
+				continue // let the batch run out
+			}
+			md, err := jm.Metadata()
+			if err != nil {
+				return fmt.Errorf("metadata: %w", err)
+			}
+			if md.Sequence.Stream > last {
+				done = true
+				continue
+			}
+			if err := fn(storedMsg{seq: md.Sequence.Stream, subject: jm.Subject(), header: jm.Headers(), data: jm.Data(), at: md.Timestamp}); err != nil {
+				return err
+			}
+			done = md.Sequence.Stream == last || md.NumPending == 0
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
+			return fmt.Errorf("fetch: %w", err)
+		}
+		if done || n == 0 {
+			return nil
+		}
+	}
+}
+
+// getEach reads the messages on subject with sequences in [lo, hi], one
+// message get each.
+func getEach(ctx context.Context, st jetstream.Stream, subject string, lo, hi uint64, fn func(storedMsg) error) error {
 	for seq := lo; seq <= hi; {
 		raw, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return out, nil // nothing at or after seq any more
+			return nil // nothing at or after seq any more
 		}
 		if err != nil {
-			return out, fmt.Errorf("read message %d: %w", seq, err)
+			return fmt.Errorf("read message %d: %w", seq, err)
 		}
 		if raw.Sequence > hi {
-			return out, nil
+			return nil
 		}
-		out = append(out, storedMsg{seq: raw.Sequence, subject: raw.Subject, header: raw.Header, data: raw.Data, at: raw.Time})
+		if err := fn(storedMsg{seq: raw.Sequence, subject: raw.Subject, header: raw.Header, data: raw.Data, at: raw.Time}); err != nil {
+			return err
+		}
 		seq = raw.Sequence + 1
 	}
-	return out, nil
+	return nil
 }
