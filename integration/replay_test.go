@@ -92,12 +92,11 @@ func TestReplayCommand(t *testing.T) {
 		t.Fatalf("after replay: retry %v, dead %d", retry, len(dead))
 	}
 
-	for _, bad := range [][]string{{"-topic", "x"}, {"-nats-url", url, "-older-than", "-1h"}, {"-nats-url", url, "-format", "xml"}} {
+	// No server flag is not an error: like the nats CLI, the default is
+	// $NATS_URL, the selected context, else nats://127.0.0.1:4222.
+	for _, bad := range [][]string{{"-nats-url", url, "-limit", "-1"}, {"-nats-url", url, "-older-than", "-1h"}, {"-nats-url", url, "-format", "xml"}} {
 		_, stderr, code := run(bad...)
 		flagName := strings.Fields(strings.Join(bad, " "))[len(bad)-2]
-		if bad[0] == "-topic" {
-			flagName = "-nats-url"
-		}
 		if code != 2 || !strings.Contains(stderr, flagName) {
 			t.Errorf("%v: exit %d, stderr %q; want 2 naming %s", bad, code, stderr, flagName)
 		}

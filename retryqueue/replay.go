@@ -42,6 +42,12 @@ type ReplayFilter struct {
 	// removed.
 	// Optional. Default false.
 	DryRun bool
+	// Progress, if not nil, is called on Replay's goroutine after each
+	// dead letter looked at, with the number looked at so far and the
+	// number stored when Replay started (a progress bar's total). It must
+	// not block for long.
+	// Optional. Default nil.
+	Progress func(scanned, total uint64)
 }
 
 // ReplayResult is what [Queue.Replay] did.
@@ -151,6 +157,9 @@ func (q *Queue) Replay(ctx context.Context, js jetstream.JetStream, f ReplayFilt
 				continue
 			}
 			res.Scanned++
+			if f.Progress != nil {
+				f.Progress(uint64(res.Scanned), info.State.Msgs)
+			}
 			wm := jsq.Unmarshal(jm)
 			r, routed := routeFromSubject(q.cfg.DeadLetterTopic, jm.Subject())
 			if !f.selects(wm, r, routed, md.Timestamp, now) {

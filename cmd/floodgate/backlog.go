@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/floodgate-go/floodgate/internal/natsconn"
 	"github.com/floodgate-go/floodgate/jsq"
 	fgpartner "github.com/floodgate-go/floodgate/partner"
 	"github.com/floodgate-go/floodgate/retryqueue"
@@ -31,7 +32,7 @@ const (
 
 // streamFlags are the flags of backlog and purge.
 type streamFlags struct {
-	natsURL    string
+	conn       natsconn.Options
 	retryTopic string
 	deadTopic  string
 	format     string
@@ -64,7 +65,7 @@ func (r routeFlags) subject(stream string) string {
 }
 
 func (f *streamFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.natsURL, "nats-url", "", "NATS server `URL` (required), e.g. nats://127.0.0.1:4222")
+	f.conn.Register(fs)
 	fs.StringVar(&f.retryTopic, "retry-topic", defaultRetryTopic, "retry stream (retryqueue.Config.RetryTopic)")
 	fs.StringVar(&f.deadTopic, "dead-topic", defaultDeadTopic, "dead-letter stream (retryqueue.Config.DeadLetterTopic)")
 	fs.StringVar(&f.format, "format", "table", "output `format`: table or json")
@@ -76,8 +77,6 @@ func (f *streamFlags) register(fs *flag.FlagSet) {
 // check validates the shared flags; it returns the message of a usage error.
 func (f *streamFlags) check() string {
 	switch {
-	case f.natsURL == "":
-		return "-nats-url is required"
 	case f.format != "table" && f.format != "json":
 		return fmt.Sprintf("-format: unknown format %q, allowed table or json", f.format)
 	case f.timeout <= 0 || f.timeout > 24*time.Hour:
@@ -102,20 +101,9 @@ func checkTopics(retry, dead string) string {
 	return ""
 }
 
-// connect opens a connection to the server of f.natsURL. The caller closes
-// it.
-func (f *streamFlags) connect() (*nats.Conn, jetstream.JetStream, error) {
-	nc, err := nats.Connect(f.natsURL, nats.Name("floodgate-cli"), nats.Timeout(5*time.Second))
-	if err != nil {
-		return nil, nil, fmt.Errorf("connect to %s: %w", f.natsURL, err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
-		return nil, nil, err
-	}
-	return nc, js, nil
-}
+// connect opens a connection with f's connection options. The caller
+// closes it.
+func (f *streamFlags) connect() (*nats.Conn, jetstream.JetStream, error) { return connect(f.conn) }
 
 // progressBar draws "label [#####.....] n/total" on a terminal line, at most
 // every 100ms, when enabled; done ends the line.
@@ -164,62 +152,6 @@ func (p *progressBar) done() {
 	}
 }
 
-// storedMsg is what the scans need of a stored message.
-type storedMsg struct {
-	seq    uint64
-	header nats.Header
-	at     time.Time
-}
-
-// errStreamNotFound marks a missing stream.
-var errStreamNotFound = errors.New("stream not found")
-
-// scanStream calls fn for every message stored in stream when the scan
-// starts, in sequence order, with direct gets ("the first message at or
-// after seq"): no consumer is created, so it is safe on the work-queue
-// retry stream, whose only consumer must be the drainer's. It returns the
-// number of messages the stream held when the scan started.
-func scanStream(ctx context.Context, js jetstream.JetStream, stream, subject string, prog func(total uint64) *progressBar, fn func(storedMsg) error) (uint64, error) {
-	st, err := js.Stream(ctx, stream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return 0, fmt.Errorf("%w: %s", errStreamNotFound, stream)
-	}
-	if err != nil {
-		return 0, fmt.Errorf("stream %s: %w", stream, err)
-	}
-	info := st.CachedInfo()
-	if info.State.Msgs == 0 {
-		return 0, nil
-	}
-	if subject == "" {
-		subject = ">"
-		if len(info.Config.Subjects) == 1 {
-			subject = info.Config.Subjects[0]
-		}
-	}
-	bar := prog(info.State.Msgs)
-	defer bar.done()
-	last := info.State.LastSeq
-	for seq := info.State.FirstSeq; seq <= last; {
-		raw, err := st.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			break // nothing at or after seq any more (acked or deleted meanwhile)
-		}
-		if err != nil {
-			return info.State.Msgs, fmt.Errorf("stream %s: read message %d: %w", stream, seq, err)
-		}
-		if raw.Sequence > last {
-			break
-		}
-		if err := fn(storedMsg{seq: raw.Sequence, header: raw.Header, at: raw.Time}); err != nil {
-			return info.State.Msgs, err
-		}
-		bar.add(1)
-		seq = raw.Sequence + 1
-	}
-	return info.State.Msgs, nil
-}
-
 // topicDepth is one original topic's share of a stream.
 type topicDepth struct {
 	OriginalTopic string `json:"original_topic"`
@@ -231,7 +163,6 @@ type topicDepth struct {
 // streamDepth is one stream's depth by original topic.
 type streamDepth struct {
 	Stream   string       `json:"stream"`
-	Exists   bool         `json:"exists"`
 	Messages uint64       `json:"messages"`
 	ByTopic  []topicDepth `json:"by_original_topic"`
 	ByRoute  []routeDepth `json:"by_route"`
@@ -252,12 +183,13 @@ type backlogReport struct {
 	Dead  streamDepth `json:"dead"`
 }
 
-const backlogUsage = `Usage: floodgate backlog -nats-url URL [flags]
+const backlogUsage = `Usage: floodgate backlog [-s URL | -context NAME] [auth flags] [flags]
 
 Shows the retry backlog and the dead letters by original topic (the
 floodgate_original_topic header), with the age of the oldest message of each.
-It reads the streams with direct gets and creates no consumer, so it is safe
-to run beside a live pipeline. A missing stream counts as empty.
+It reads the streams with message gets, many in flight at once, and creates
+no consumer, so it is safe to run beside a live pipeline. A missing stream
+is an error (exit status 1), as in every command.
 
 Flags:
 `
@@ -290,17 +222,20 @@ func runBacklog(args []string, stdout, stderr io.Writer) int {
 	defer nc.Close()
 
 	var rep backlogReport
-	for _, s := range []struct {
-		name string
-		out  *streamDepth
-	}{{f.retryTopic, &rep.Retry}, {f.deadTopic, &rep.Dead}} {
-		d, err := depthByTopic(ctx, js, s.name, f.route.subject(s.name), func(total uint64) *progressBar {
-			return newProgress(stderr, f.progress, "scanning "+s.name, total)
-		})
+	streams := [2]jetstream.Stream{}
+	for i, s := range []struct{ name, flag string }{{f.retryTopic, "-retry-topic"}, {f.deadTopic, "-dead-topic"}} {
+		if streams[i], err = requireStream(ctx, js, s.name, s.flag); err != nil {
+			return cmdError(stderr, "backlog", err)
+		}
+	}
+	for i, out := range []*streamDepth{&rep.Retry, &rep.Dead} {
+		st := streams[i]
+		name := st.CachedInfo().Config.Name
+		d, err := depthByTopic(ctx, st, f.route.subject(name), newProgress(stderr, f.progress, "scanning "+name, st.CachedInfo().State.Msgs))
 		if err != nil {
 			return cmdError(stderr, "backlog", err)
 		}
-		*s.out = d
+		*out = d
 	}
 	if f.format == "json" {
 		enc := json.NewEncoder(stdout)
@@ -315,11 +250,11 @@ func runBacklog(args []string, stdout, stderr io.Writer) int {
 }
 
 // depthByTopic counts stream's messages by original topic.
-func depthByTopic(ctx context.Context, js jetstream.JetStream, stream, subject string, prog func(uint64) *progressBar) (streamDepth, error) {
-	d := streamDepth{Stream: stream, ByTopic: []topicDepth{}, ByRoute: []routeDepth{}}
+func depthByTopic(ctx context.Context, st jetstream.Stream, subject string, bar *progressBar) (streamDepth, error) {
+	d := streamDepth{Stream: st.CachedInfo().Config.Name, ByTopic: []topicDepth{}, ByRoute: []routeDepth{}}
 	by := map[string]*topicDepth{}
 	routes := map[[2]string]*routeDepth{}
-	_, err := scanStream(ctx, js, stream, subject, prog, func(m storedMsg) error {
+	err := scanStream(ctx, st, subject, bar, func(m storedMsg) error {
 		key := [2]string{m.header.Get(retryqueue.MetaService), m.header.Get(retryqueue.MetaPartner)}
 		if key[1] == "" {
 			key[1] = m.header.Get(retryqueue.MetaPartnerToken)
@@ -341,13 +276,9 @@ func depthByTopic(ctx context.Context, js jetstream.JetStream, stream, subject s
 		d.Messages++
 		return nil
 	})
-	if errors.Is(err, errStreamNotFound) {
-		return d, nil
-	}
 	if err != nil {
 		return d, err
 	}
-	d.Exists = true
 	for _, t := range by {
 		d.ByTopic = append(d.ByTopic, *t)
 	}
@@ -374,10 +305,7 @@ func writeBacklogTable(w io.Writer, rep backlogReport, now time.Time) {
 		kind string
 		d    streamDepth
 	}{{"retry", rep.Retry}, {"dead", rep.Dead}} {
-		switch {
-		case !s.d.Exists:
-			fmt.Fprintf(tw, "%s\t%s\t(no stream)\t0\t-\t\n", s.kind, s.d.Stream)
-		case len(s.d.ByTopic) == 0:
+		if len(s.d.ByTopic) == 0 {
 			fmt.Fprintf(tw, "%s\t%s\t-\t0\t-\t\n", s.kind, s.d.Stream)
 		}
 		for _, t := range s.d.ByTopic {

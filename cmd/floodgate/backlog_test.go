@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -99,7 +100,7 @@ func TestBacklogByOriginalTopic(t *testing.T) {
 	}
 
 	rep := backlogJSON(t, s)
-	if rep.Retry.Stream != s.retry || !rep.Retry.Exists || rep.Retry.Messages != 5 {
+	if rep.Retry.Stream != s.retry || rep.Retry.Messages != 5 {
 		t.Errorf("retry %+v, want 5 messages", rep.Retry)
 	}
 	if got := counts(rep.Retry); len(got) != 3 || got["edi_orders"] != 2 || got["geofence_triggers"] != 2 || got[noTopic] != 1 {
@@ -159,15 +160,37 @@ func TestBacklogByOriginalTopic(t *testing.T) {
 	}
 }
 
-func TestBacklogMissingStreams(t *testing.T) {
+// TestMissingStreams: backlog, purge, replay and deadletters behave alike
+// on a missing stream: exit 1, one line naming the stream and its flag,
+// nothing on standard output. Regression (issue 15): backlog exited 0,
+// purge 1, replay printed a raw API error.
+func TestMissingStreams(t *testing.T) {
 	url := natstest.URL(t)
-	code, out, errOut := runCmd("backlog", "-nats-url", url, "-retry-topic", natstest.Name(t, "none"), "-dead-topic", natstest.Name(t, "none"), "-format", "json")
-	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, errOut)
-	}
-	var rep backlogReport
-	if err := json.Unmarshal([]byte(out), &rep); err != nil || rep.Retry.Exists || rep.Dead.Exists || rep.Retry.Messages != 0 {
-		t.Errorf("missing streams: %v %+v", err, rep)
+	retry, dead := natstest.Name(t, "noretry"), natstest.Name(t, "nodead")
+	for _, tc := range []struct {
+		args   []string
+		stream string
+	}{
+		{[]string{"backlog"}, retry},
+		{[]string{"backlog", "-format", "json"}, retry},
+		{[]string{"purge", "-yes"}, dead},
+		{[]string{"purge", "-yes", "-queue", "retry"}, retry},
+		{[]string{"purge", "-dry-run", "-original-topic", "x"}, dead},
+		{[]string{"replay"}, dead},
+		{[]string{"replay", "-dry-run", "-format", "json"}, dead},
+		{[]string{"deadletters", "list"}, dead},
+		{[]string{"deadletters", "show", "1"}, dead},
+	} {
+		args := append(append([]string{}, tc.args...), "-nats-url", url, "-retry-topic", retry, "-dead-topic", dead)
+		code, out, errOut := runCmd(args...)
+		name := tc.args[0]
+		if name == "deadletters" {
+			name += " " + tc.args[1]
+		}
+		want := fmt.Sprintf("floodgate %s: stream %s not found", name, tc.stream)
+		if code != exitError || out != "" || !strings.HasPrefix(errOut, want) || strings.Count(errOut, "\n") != 1 {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want 1 and one line starting %q", tc.args, code, out, errOut, want)
+		}
 	}
 }
 
@@ -220,7 +243,7 @@ func TestPurge(t *testing.T) {
 	}
 
 	code, _, errOut = runCmd("purge", "-nats-url", s.url, "-dead-topic", natstest.Name(t, "none"), "-yes")
-	if code != exitError || !strings.Contains(errOut, "stream not found") {
+	if code != exitError || !strings.Contains(errOut, "not found") {
 		t.Errorf("missing stream: exit %d, %q", code, errOut)
 	}
 }
@@ -231,7 +254,6 @@ func TestStreamCommandsBadFlags(t *testing.T) {
 		args []string
 		flag string
 	}{
-		{[]string{"backlog"}, "-nats-url"},
 		{[]string{"backlog", "-nats-url", "nats://127.0.0.1:1", "-format", "xml"}, "-format"},
 		{[]string{"backlog", "-nats-url", "nats://127.0.0.1:1", "-timeout", "0s"}, "-timeout"},
 		{[]string{"backlog", "-nats-url", "nats://127.0.0.1:1", "extra"}, "extra"},
@@ -239,7 +261,6 @@ func TestStreamCommandsBadFlags(t *testing.T) {
 		{[]string{"purge", "-nats-url", "nats://127.0.0.1:1"}, "-yes"},
 		{[]string{"purge", "-nats-url", "nats://127.0.0.1:1", "-yes", "-queue", "live"}, "-queue"},
 		{[]string{"purge", "-nats-url", "nats://127.0.0.1:1", "-yes", "-older-than", "-1h"}, "-older-than"},
-		{[]string{"purge", "-yes"}, "-nats-url"},
 		// Regression: invalid or equal stream names reached the server
 		// ("nats: invalid stream name", exit 1) or were accepted.
 		{[]string{"backlog", "-nats-url", "nats://127.0.0.1:1", "-retry-topic", "a.b"}, "-retry-topic: jsq: invalid topic"},

@@ -7,6 +7,8 @@
 //	sim      simulate half-open strategies against a recovering dependency and
 //	         compare them (table, JSON, Markdown, plot)
 //	backlog  show retry and dead-letter depth by original topic
+//	deadletters list dead letters, or show one (reason, last error, attempt
+//	         history, route, size, payload preview)
 //	replay   move dead letters back into the retry queue (all, by topic or age)
 //	purge    remove dead letters (or the retry backlog) for good; needs -yes
 //	status   list partners and fleet-wide breakers: state, open window, backlog
@@ -38,6 +40,7 @@ type command struct {
 var commands = []command{
 	{name: "sim", summary: "simulate half-open strategies against a recovering dependency", run: runSim},
 	{name: "backlog", summary: "show retry and dead-letter depth by original topic", run: runBacklog},
+	{name: "deadletters", summary: "list dead letters (filter by reason, topic, route, age) or show one: error, history, payload", run: runDeadLetters},
 	{name: "replay", summary: "move dead letters back into the retry queue (all, by original topic or by age)", run: runReplay},
 	{name: "purge", summary: "remove dead letters (or the retry backlog) for good; needs -yes", run: runPurge},
 	{name: "migrate", summary: "move the previous release's retry and dead-letter streams to the route layout", run: runMigrate},
@@ -98,7 +101,7 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(w, "  %-11s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `Run "floodgate <command> -h" for a command's flags.`)

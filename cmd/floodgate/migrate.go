@@ -42,7 +42,7 @@ type migrateReport struct {
 	Moved int `json:"moved"`
 }
 
-const migrateUsage = `Usage: floodgate migrate -nats-url URL (-source TOPIC [-handler NAME] | -service NAME) [flags]
+const migrateUsage = `Usage: floodgate migrate [-s URL | -context NAME] [auth flags] (-source TOPIC [-handler NAME] | -service NAME) [flags]
 
 Moves the retry and dead-letter streams of the previous release (the stream's
 name as its only subject, one unfiltered drainer consumer) to the route layout
@@ -75,7 +75,7 @@ func runMigrate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("floodgate migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), migrateUsage); fs.PrintDefaults() }
-	fs.StringVar(&f.natsURL, "nats-url", "", "NATS server `URL` (required), e.g. nats://127.0.0.1:4222")
+	f.conn.Register(fs)
 	fs.StringVar(&f.retryTopic, "retry-topic", defaultRetryTopic, "retry stream (retryqueue.Config.RetryTopic)")
 	fs.StringVar(&f.deadTopic, "dead-topic", defaultDeadTopic, "dead-letter stream (retryqueue.Config.DeadLetterTopic)")
 	fs.StringVar(&f.format, "format", "table", "output `format`: table or json")
@@ -183,7 +183,7 @@ func migratePlan(ctx context.Context, js jetstream.JetStream, rep *migrateReport
 		default:
 			ms.Layout = "previous"
 			ms.Bare = map[string]uint64{}
-			if _, err := scanStream(ctx, js, name, name, func(total uint64) *progressBar { return prog("scanning "+name, total) },
+			if err := scanStream(ctx, st, name, prog("scanning "+name, st.CachedInfo().State.Msgs),
 				func(m storedMsg) error {
 					topic := m.header.Get(retryqueue.MetaOriginalTopic)
 					if topic == "" {

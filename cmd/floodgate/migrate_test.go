@@ -184,7 +184,6 @@ func TestMigrateBadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-source", "x"}, "-nats-url is required"},
 		{[]string{"-nats-url", "nats://127.0.0.1:1"}, "-source or -service is required"},
 		{[]string{"-nats-url", "nats://127.0.0.1:1", "-service", "s", "-source", "x"}, "-service names the route"},
 		{[]string{"-nats-url", "nats://127.0.0.1:1", "-service", "s"}, "-original-topic is required"},

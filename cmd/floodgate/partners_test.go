@@ -100,14 +100,14 @@ func TestPartnerCommands(t *testing.T) {
 	}
 	natstest.Eventually(t, 10*time.Second, func() bool {
 		st := status("-service", "invoices/webhook", "-partner", "globex")
-		return len(st) == 1 && st[0].Shared.Trips == 1 && st[0].State == "open"
+		return len(st) == 1 && st[0].ConsecutiveTrips == 1 && st[0].State == "open"
 	}, "trip of globex not published")
 	all := status()
 	if len(all) != 2 {
 		t.Fatalf("status lists %+v, want 2 partners", all)
 	}
 	st := status("-service", "orders/as2")
-	if len(st) != 1 || st[0].State != "-" {
+	if len(st) != 1 || st[0].State != "unknown" {
 		t.Fatalf("status -service orders/as2 lists %+v, want ACME.EU with no shared state", st)
 	}
 	var acme *breakerStatus
@@ -142,7 +142,7 @@ func TestPartnerCommands(t *testing.T) {
 			t.Fatalf("%s %s is %v after opening another partner", o[0], o[1], b.State())
 		}
 	}
-	if st := status("-service", "orders/as2", "-partner", "ACME.EU"); len(st) != 1 || st[0].State != "open" || !st[0].Shared.Forced {
+	if st := status("-service", "orders/as2", "-partner", "ACME.EU"); len(st) != 1 || st[0].State != "open" || !st[0].Forced {
 		t.Fatalf("status after open: %+v", st)
 	}
 	if _, errs, code := cli("close", "-service", "orders/as2", "-partner", "ACME.EU"); code != exitOK || errs != "" {
@@ -194,7 +194,7 @@ func TestStatusWithoutFleetListsRoutes(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &got); err != nil {
 		t.Fatalf("%v: %s", err, out.String())
 	}
-	if len(got) != 1 || got[0].Service != "orders/as2" || got[0].Partner != "ACME.EU" || got[0].State != "-" || got[0].Backlog != 2 {
+	if len(got) != 1 || got[0].Service != "orders/as2" || got[0].Partner != "ACME.EU" || got[0].State != "unknown" || got[0].Backlog != 2 {
 		t.Fatalf("status without a bucket: %+v, want orders/as2 ACME.EU state - backlog 2", got)
 	}
 	if !strings.Contains(errb.String(), "only routes with messages are listed") {

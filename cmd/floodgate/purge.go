@@ -16,7 +16,9 @@ import (
 
 // purgeReport is the output of "floodgate purge".
 type purgeReport struct {
-	Stream        string `json:"stream"`
+	Stream string `json:"stream"`
+	// Queue is "dead" or "retry" (-queue).
+	Queue         string `json:"queue"`
 	OriginalTopic string `json:"original_topic,omitempty"`
 	OlderThan     string `json:"older_than,omitempty"`
 	DryRun        bool   `json:"dry_run"`
@@ -27,7 +29,7 @@ type purgeReport struct {
 	Purged uint64 `json:"purged"`
 }
 
-const purgeUsage = `Usage: floodgate purge -nats-url URL -yes [flags]
+const purgeUsage = `Usage: floodgate purge [-s URL | -context NAME] [auth flags] -yes [flags]
 
 Removes messages for good: by default the dead letters, with -queue retry the
 retry backlog (messages never delivered: they are lost). -original-topic and
@@ -91,15 +93,15 @@ func runPurge(args []string, stdout, stderr io.Writer) int {
 	}
 	defer nc.Close()
 
-	rep := purgeReport{Stream: stream, OriginalTopic: origin, DryRun: dryRun}
+	rep := purgeReport{Stream: stream, Queue: queue, OriginalTopic: origin, DryRun: dryRun}
 	if olderThan > 0 {
 		rep.OlderThan = olderThan.String()
 	}
 	if err := purge(ctx, js, &rep, f.route.subject(stream), origin, olderThan, time.Now(), func(label string, total uint64) *progressBar {
 		return newProgress(stderr, f.progress, label, total)
 	}); err != nil {
-		if f.format == "json" {
-			writeJSON(stdout, rep)
+		if f.format == "json" && !errors.Is(err, errStreamNotFound) {
+			writeJSON(stdout, rep) // what was done before the failure
 		}
 		return cmdError(stderr, "purge", err)
 	}
@@ -128,12 +130,13 @@ func runPurge(args []string, stdout, stderr io.Writer) int {
 // purge selects and removes messages of rep.Stream; it fills rep as it
 // goes, so a failure reports what was done.
 func purge(ctx context.Context, js jetstream.JetStream, rep *purgeReport, subject, origin string, olderThan time.Duration, now time.Time, prog func(string, uint64) *progressBar) error {
-	st, err := js.Stream(ctx, rep.Stream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return fmt.Errorf("%w: %s", errStreamNotFound, rep.Stream)
+	flag := "-dead-topic"
+	if rep.Queue == "retry" {
+		flag = "-retry-topic"
 	}
+	st, err := requireStream(ctx, js, rep.Stream, flag)
 	if err != nil {
-		return fmt.Errorf("stream %s: %w", rep.Stream, err)
+		return err
 	}
 	info := st.CachedInfo()
 	if subject == "" && origin == "" && olderThan == 0 { // everything stored now: one request
@@ -148,7 +151,7 @@ func purge(ctx context.Context, js jetstream.JetStream, rep *purgeReport, subjec
 		return nil
 	}
 	var seqs []uint64
-	_, err = scanStream(ctx, js, rep.Stream, subject, func(total uint64) *progressBar { return prog("scanning "+rep.Stream, total) },
+	err = scanStream(ctx, st, subject, prog("scanning "+rep.Stream, info.State.Msgs),
 		func(m storedMsg) error {
 			if origin != "" && m.header.Get(retryqueue.MetaOriginalTopic) != origin {
 				return nil

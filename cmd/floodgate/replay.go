@@ -9,13 +9,12 @@ import (
 	"io"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/floodgate-go/floodgate/internal/natsconn"
 	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
-const replayUsage = `Usage: floodgate replay -nats-url URL [flags]
+const replayUsage = `Usage: floodgate replay [-s URL | -context NAME] [auth flags] [flags]
 
 Moves dead letters back into the retry queue, oldest first, where the drainer
 delivers them again. Each is published to the retry stream and removed from the
@@ -37,7 +36,7 @@ Flags:
 
 // replayOptions are the flags of "floodgate replay".
 type replayOptions struct {
-	natsURL    string
+	conn       natsconn.Options
 	route      routeFlags
 	topic      string
 	olderThan  time.Duration
@@ -47,6 +46,7 @@ type replayOptions struct {
 	deadTopic  string
 	format     string
 	timeout    time.Duration
+	progress   bool
 }
 
 func parseReplayFlags(args []string, stderr io.Writer) (replayOptions, error) {
@@ -57,7 +57,7 @@ func parseReplayFlags(args []string, stderr io.Writer) (replayOptions, error) {
 		fmt.Fprint(fs.Output(), replayUsage)
 		fs.PrintDefaults()
 	}
-	fs.StringVar(&o.natsURL, "nats-url", "", "NATS server `URL` (required), e.g. nats://127.0.0.1:4222")
+	o.conn.Register(fs)
 	var alias string
 	fs.StringVar(&o.topic, "original-topic", "", "replay only dead letters whose floodgate_original_topic is this `topic` (default: any)")
 	fs.StringVar(&alias, "topic", "", "the same as -original-topic `topic` (an alias kept for old scripts)")
@@ -69,6 +69,7 @@ func parseReplayFlags(args []string, stderr io.Writer) (replayOptions, error) {
 	fs.StringVar(&o.deadTopic, "dead-topic", "floodgate_dead", "dead-letter stream (retryqueue.Config.DeadLetterTopic)")
 	fs.StringVar(&o.format, "format", "table", "output `format`: table or json")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up after this long, in (0, 24h]")
+	fs.BoolVar(&o.progress, "progress", false, "draw a progress bar on stderr even when it is not a terminal (it is drawn on a terminal anyway)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -83,8 +84,6 @@ func parseReplayFlags(args []string, stderr io.Writer) (replayOptions, error) {
 	switch {
 	case fs.NArg() > 0:
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	case o.natsURL == "":
-		return o, errors.New("-nats-url is required")
 	case o.olderThan < 0:
 		return o, fmt.Errorf("-older-than must be >= 0, got %v", o.olderThan)
 	case o.limit < 0:
@@ -112,7 +111,7 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	res, err := replay(ctx, o)
+	res, err := replay(ctx, o, stderr)
 	if res != nil {
 		writeReplay(stdout, o, *res)
 	}
@@ -124,19 +123,15 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 }
 
 // replay connects, checks both streams exist, and replays.
-func replay(ctx context.Context, o replayOptions) (*retryqueue.ReplayResult, error) {
-	nc, err := jsq.Connect(o.natsURL)
+func replay(ctx context.Context, o replayOptions, stderr io.Writer) (*retryqueue.ReplayResult, error) {
+	nc, js, err := connect(o.conn)
 	if err != nil {
 		return nil, err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range []string{o.retryTopic, o.deadTopic} {
-		if _, err := js.Stream(ctx, s); err != nil {
-			return nil, fmt.Errorf("stream %q: %w", s, err)
+	for _, s := range []struct{ name, flag string }{{o.deadTopic, "-dead-topic"}, {o.retryTopic, "-retry-topic"}} {
+		if _, err := requireStream(ctx, js, s.name, s.flag); err != nil {
+			return nil, err
 		}
 	}
 	pub, err := jsq.NewPublisher(jsq.PublisherConfig{Conn: nc})
@@ -150,7 +145,18 @@ func replay(ctx context.Context, o replayOptions) (*retryqueue.ReplayResult, err
 	if err != nil {
 		return nil, err
 	}
-	res, err := q.Replay(ctx, js, retryqueue.ReplayFilter{Service: o.route.service, Partner: o.route.partner, OriginalTopic: o.topic, OlderThan: o.olderThan, Limit: o.limit, DryRun: o.dryRun})
+	var bar *progressBar
+	progress := func(n, total uint64) {
+		if bar == nil {
+			bar = newProgress(stderr, o.progress, "replaying "+o.deadTopic, total)
+		}
+		bar.add(n - bar.n)
+	}
+	res, err := q.Replay(ctx, js, retryqueue.ReplayFilter{Service: o.route.service, Partner: o.route.partner, OriginalTopic: o.topic,
+		OlderThan: o.olderThan, Limit: o.limit, DryRun: o.dryRun, Progress: progress})
+	if bar != nil {
+		bar.done()
+	}
 	return &res, err
 }
 

@@ -19,37 +19,72 @@ import (
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/breaker/natskv"
+	"github.com/floodgate-go/floodgate/internal/natsconn"
 	fgpartner "github.com/floodgate-go/floodgate/partner"
 )
 
-// breakerStatus is one breaker in the output of "floodgate status": a
-// partner of a service (a fleet name <service token>.<partner token>), or
-// a breaker with a one-token name (Service and Partner empty).
+// breakerStatus is one breaker in the output of "floodgate status" and
+// of open, close and reset with -format json: a partner of a service (a
+// fleet name <service token>.<partner token>), or a breaker with a
+// one-token name (Service and Partner empty). Its JSON is the documented
+// schema (README, "status -format json"): states by name, durations in
+// seconds, times in RFC 3339 UTC, no storage internals.
 type breakerStatus struct {
 	Breaker string `json:"breaker"`
 	// Service and Partner are the decoded tokens of a partner's breaker
 	// (the token itself when it is hashed).
 	Service string `json:"service,omitempty"`
 	Partner string `json:"partner,omitempty"`
+	// State is "closed", "open" or "half-open"; "unknown" without a
+	// shared state (HasSharedState false).
+	State string `json:"state"`
+	// HasSharedState is false for a breaker that never wrote one: a fleet
+	// breaker that never tripped, or a breaker not in a fleet.
+	HasSharedState bool `json:"has_shared_state"`
+	// Forced reports an operator's open (or close) in force.
+	Forced bool `json:"forced"`
+	// OpenWindowSeconds is the open window of the last trip, in seconds.
+	OpenWindowSeconds float64 `json:"open_window_seconds"`
+	// OpenUntil is when the open window ends; "" unless open and not
+	// forced.
+	OpenUntil string `json:"open_until,omitempty"`
+	// Epoch counts the fleet's published transitions.
+	Epoch uint64 `json:"epoch"`
+	// ConsecutiveTrips counts the trips since the last clean close (the
+	// backoff ladder); ConsecutiveSuccesses the fleet's good probes of the
+	// current half-open period.
+	ConsecutiveTrips     int `json:"consecutive_trips"`
+	ConsecutiveSuccesses int `json:"consecutive_successes"`
+	// Probes are the probe slots held now.
+	Probes []probeStatus `json:"probes"`
+	// UpdatedBy (a replica, or "floodgate-cli"), Reason and UpdatedAt
+	// describe the last write.
+	UpdatedBy string `json:"updated_by,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	UpdatedAt string `json:"updated_at,omitempty"`
 	// Backlog and DeadLetters count the messages stored under the route's
 	// subject in the retry and dead-letter streams.
-	Backlog     uint64              `json:"backlog"`
-	DeadLetters uint64              `json:"dead_letters"`
-	State       string              `json:"state"`
-	Revision    uint64              `json:"revision"`
-	Shared      breaker.SharedState `json:"shared"`
-	Leases      []leaseStatus       `json:"probe_leases"`
-	OpenUntil   string              `json:"open_until,omitempty"`
+	Backlog     uint64 `json:"backlog"`
+	DeadLetters uint64 `json:"dead_letters"`
 }
 
-type leaseStatus struct {
+// probeStatus is a probe slot held by a replica.
+type probeStatus struct {
 	Slot   int    `json:"slot"`
 	Holder string `json:"holder"`
 }
 
+// rfc3339 formats t in UTC, "" for the zero time.
+func rfc3339(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
 // fleetFlags are the flags of status, open, close and reset.
 type fleetFlags struct {
-	natsURL    string
+	conn       natsconn.Options
 	bucket     string
 	name       string
 	route      routeFlags
@@ -73,7 +108,7 @@ func (f *fleetFlags) target() string {
 }
 
 func (f *fleetFlags) register(fs *flag.FlagSet, write bool) {
-	fs.StringVar(&f.natsURL, "nats-url", "", "NATS server `URL` (required), e.g. nats://127.0.0.1:4222")
+	f.conn.Register(fs)
 	fs.StringVar(&f.bucket, "bucket", natskv.DefaultBucket, "KV `bucket` of the fleet's breakers (natskv.Config.Bucket)")
 	if write {
 		fs.StringVar(&f.name, "breaker", "", "breaker `name` in the store (breaker.FleetConfig.Name, else breaker.Config.Name); or -service and -partner")
@@ -93,8 +128,6 @@ func (f *fleetFlags) register(fs *flag.FlagSet, write bool) {
 
 func (f *fleetFlags) check(write bool) string {
 	switch {
-	case f.natsURL == "":
-		return "-nats-url is required"
 	case f.name != "" && (f.route.service != "" || f.route.partner != ""):
 		return "-breaker and -service/-partner are exclusive"
 	case write && f.name == "" && (f.route.service == "" || f.route.partner == ""):
@@ -117,10 +150,13 @@ func (f *fleetFlags) check(write bool) string {
 	return ""
 }
 
-// errNoState marks a breaker with no shared state: no replica joined it.
-var errNoState = errors.New("no shared state (no replica has joined this breaker yet)")
+// errNoState marks a breaker with no shared state. A fleet breaker writes
+// its shared state at its first trip (or an operator does), so this is a
+// breaker that joined and never tripped, one outside any fleet, or a
+// misspelt name: the store cannot tell them apart.
+var errNoState = errors.New("no shared state: it never tripped and no operator wrote it (a fleet breaker writes its state at its first trip; a breaker outside a fleet never does), or the name is misspelt")
 
-const statusUsage = `Usage: floodgate status -nats-url URL [-service S] [-partner KEY | -breaker NAME] [flags]
+const statusUsage = `Usage: floodgate status [-s URL | -context NAME] [auth flags] [-service S] [-partner KEY | -breaker NAME] [flags]
 
 Lists the partners (and other fleet-wide breakers) with their shared state
 (breaker.JoinFleet with a natskv store; partner.Config.Fleet names a
@@ -135,22 +171,26 @@ messages; a route with messages and no shared state shows state "-" (its
 breaker never tripped, or is not a fleet breaker). Without the bucket (no
 fleet: floodgate.Config.Fleet unset) only the routes with messages are
 listed, with state "-". A breaker selected by name, or by -service and
--partner, with no shared state (no replica has joined it yet, or a
-misspelt name), and a missing bucket with no route holding messages, are
+-partner, with no shared state (it never tripped and no operator wrote
+it, or a misspelt name), and a missing bucket with no route holding messages, are
 errors: exit status 1.
 
 Flags:
 `
 
-const fleetWriteUsage = `Usage: floodgate %s -nats-url URL (-service S -partner KEY | -breaker NAME) [flags]
+const fleetWriteUsage = `Usage: floodgate %s [-s URL | -context NAME] [auth flags] (-service S -partner KEY | -breaker NAME) [flags]
 
 %s
 Every replica of the fleet applies it within its watch delay (at most its
 FleetConfig.ResyncInterval). The write is a compare-and-swap on the shared
-state's revision, retried on a concurrent change. A breaker no replica has
-joined yet can be written (to isolate a partner before the first deploy:
-replicas that join it start from this state); a note on standard error says
-so, to make a misspelt name visible. A missing bucket is created as
+state's revision, retried on a concurrent change. A breaker with no shared
+state yet (it never tripped, or no replica joined it) can be written (to
+isolate a partner before the first deploy: replicas that join it start
+from this state); a note on standard error says so, to make a misspelt
+name visible. Only fleet breakers read it: a breaker that never called
+breaker.JoinFleet (floodgate.Config.Fleet or partner.Config.Fleet unset)
+lives in its process alone and is changed there (Breaker.ForceOpen,
+ForceClose, Reset). A missing bucket is created as
 natskv.New creates it, with its defaults (1 replica, file storage).
 
 Flags:
@@ -172,7 +212,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	noBucket := errors.Is(err, jetstream.ErrBucketNotFound)
 	if noBucket && f.target() == "" {
 		// No fleet: list the routes that hold messages, without shared state.
-		nc, err = nats.Connect(f.natsURL, nats.Name("floodgate-cli"), nats.Timeout(5*time.Second))
+		nc, _, err = connect(f.conn)
 	} else if noBucket {
 		fmt.Fprintf(stderr, "floodgate status: %s: %v; bucket %s does not exist\n", f.target(), errNoState, f.bucket)
 		return exitError
@@ -214,7 +254,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 		names = slices.Compact(names)
 	}
 	if s == nil && len(names) == 0 {
-		fmt.Fprintf(stderr, "floodgate status: bucket %s does not exist (no replica has joined a fleet-wide breaker on it yet) and no route holds messages\n", f.bucket)
+		fmt.Fprintf(stderr, "floodgate status: bucket %s does not exist (no fleet breaker has tripped and no operator wrote one: floodgate.Config.Fleet unset, or -bucket misspelt) and no route holds messages\n", f.bucket)
 		return exitError
 	}
 	if s == nil {
@@ -244,7 +284,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 // error wrapping errNoState when name has no shared state (or s is nil:
 // there is no bucket).
 func readStatus(ctx context.Context, s *natskv.Store, name string) (breakerStatus, error) {
-	out := breakerStatus{Breaker: name, State: "-", Leases: []leaseStatus{}}
+	out := breakerStatus{Breaker: name, State: "unknown", Probes: []probeStatus{}}
 	if svc, p, ok := strings.Cut(name, "."); ok {
 		out.Service, out.Partner = decodeToken(svc), decodeToken(p)
 	}
@@ -262,12 +302,12 @@ func readStatus(ctx context.Context, s *natskv.Store, name string) (breakerStatu
 	if err != nil {
 		return breakerStatus{}, err
 	}
-	out.State, out.Revision, out.Shared = st.State.String(), rev, st
-	if !st.OpenUntil.IsZero() {
-		out.OpenUntil = st.OpenUntil.UTC().Format(time.RFC3339Nano)
-	}
+	out.State, out.HasSharedState, out.Forced = st.State.String(), true, st.Forced
+	out.OpenWindowSeconds, out.OpenUntil, out.Epoch = st.Window.Seconds(), rfc3339(st.OpenUntil), st.Epoch
+	out.ConsecutiveTrips, out.ConsecutiveSuccesses = st.Trips, st.Successes
+	out.UpdatedBy, out.Reason, out.UpdatedAt = st.By, st.Reason, rfc3339(st.UpdatedAt)
 	for _, l := range ls {
-		out.Leases = append(out.Leases, leaseStatus{Slot: l.Slot, Holder: l.Holder})
+		out.Probes = append(out.Probes, probeStatus{Slot: l.Slot, Holder: l.Holder})
 	}
 	return out, nil
 }
@@ -286,16 +326,17 @@ func writeStatus(stdout, stderr io.Writer, format string, out []breakerStatus) i
 	fmt.Fprintln(tw, "SERVICE\tPARTNER\tSTATE\tWINDOW\tOPEN UNTIL\tFORCED\tBACKLOG\tDEAD\tEPOCH\tTRIPS\tSUCCESSES\tPROBES\tBY\tREASON\tBREAKER")
 	for _, b := range out {
 		var probes []string
-		for _, l := range b.Leases {
+		for _, l := range b.Probes {
 			probes = append(probes, fmt.Sprintf("%d:%s", l.Slot, l.Holder))
 		}
-		ou := b.OpenUntil
-		if ou == "" {
-			ou = "-"
+		state := b.State
+		if !b.HasSharedState {
+			state = "-"
 		}
+		window := time.Duration(b.OpenWindowSeconds * float64(time.Second)).Round(time.Millisecond)
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%v\t%s\t%v\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\n", orDash(quoted(b.Service)), orDash(quoted(b.Partner)),
-			b.State, b.Shared.Window, ou, b.Shared.Forced, b.Backlog, b.DeadLetters, b.Shared.Epoch, b.Shared.Trips,
-			b.Shared.Successes, orDash(strings.Join(probes, ",")), orDash(b.Shared.By), orDash(b.Shared.Reason), b.Breaker)
+			state, window, orDash(b.OpenUntil), b.Forced, b.Backlog, b.DeadLetters, b.Epoch, b.ConsecutiveTrips,
+			b.ConsecutiveSuccesses, orDash(strings.Join(probes, ",")), orDash(b.UpdatedBy), orDash(b.Reason), b.Breaker)
 	}
 	if err := tw.Flush(); err != nil {
 		fmt.Fprintln(stderr, "floodgate:", err)
@@ -333,13 +374,8 @@ func parseFleetFlags(fs *flag.FlagSet, args []string, f *fleetFlags, write bool,
 // bucket; with create, a missing one is created as natskv.New creates it
 // (created reports that), else the error wraps jetstream.ErrBucketNotFound.
 func (f *fleetFlags) open(ctx context.Context, create bool) (*nats.Conn, *natskv.Store, bool, error) {
-	nc, err := nats.Connect(f.natsURL, nats.Name("floodgate-cli"), nats.Timeout(5*time.Second))
+	nc, js, err := connect(f.conn)
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("connect to %s: %w", f.natsURL, err)
-	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		nc.Close()
 		return nil, nil, false, err
 	}
 	created := false
@@ -435,7 +471,7 @@ func runFleetWrite(w fleetWrite, args []string, stdout, stderr io.Writer) int {
 		break
 	}
 	if !joined {
-		fmt.Fprintf(stderr, "floodgate %s: note: no replica has joined breaker %q yet (it had no shared state; a breaker that never tripped has none either); replicas that join it start from this state. Check the name if you expected one.\n",
+		fmt.Fprintf(stderr, "floodgate %s: note: breaker %q had no shared state (it never tripped and no operator wrote it, or the name is misspelt); fleet replicas that joined it apply this state within their watch delay, replicas that join later start from it. A breaker outside a fleet never reads it.\n",
 			w.name, name)
 	}
 	st, err := readStatus(ctx, s, name)

@@ -51,12 +51,19 @@ func TestFleetCommands(t *testing.T) {
 		return st
 	}
 
-	out, errs, code := cli("open", "-breaker", "partner", "-reason", "partner maintenance", "-format", "json")
+	// Joined, never tripped: no shared state, and the message does not
+	// claim that no replica joined (issue 15).
+	out, errs, code := cli("status", "-breaker", "partner")
+	if code != exitError || strings.Contains(errs, "no replica has joined") || !strings.Contains(errs, "never tripped") {
+		t.Errorf("status of a joined breaker that never tripped: exit %d, err %q", code, errs)
+	}
+
+	out, errs, code = cli("open", "-breaker", "partner", "-reason", "partner maintenance", "-format", "json")
 	if code != exitOK {
 		t.Fatalf("open: exit %d: %s", code, errs)
 	}
 	st := decode(out)
-	if len(st) != 1 || st[0].State != "open" || !st[0].Shared.Forced || st[0].Shared.Reason != "partner maintenance" || st[0].Shared.By != "floodgate-cli" {
+	if len(st) != 1 || st[0].State != "open" || !st[0].Forced || st[0].Reason != "partner maintenance" || st[0].UpdatedBy != "floodgate-cli" {
 		t.Fatalf("after open: %+v", st)
 	}
 	natstest.Eventually(t, 3*time.Second, func() bool { return b.State() == breaker.StateOpen && b.Snapshot().Forced },
@@ -82,10 +89,10 @@ func TestFleetCommands(t *testing.T) {
 	natstest.Eventually(t, 3*time.Second, func() bool {
 		out, _, _ := cli("status", "-breaker", "partner", "-format", "json")
 		st := decode(out)
-		return len(st) == 1 && st[0].Shared.Trips == 1 && st[0].Shared.By == "r1"
+		return len(st) == 1 && st[0].ConsecutiveTrips == 1 && st[0].UpdatedBy == "r1"
 	}, "trip not in status")
 	out, errs, code = cli("reset", "-breaker", "partner", "-format", "json")
-	if st := decode(out); code != exitOK || st[0].State != "closed" || st[0].Shared.Trips != 0 {
+	if st := decode(out); code != exitOK || st[0].State != "closed" || st[0].ConsecutiveTrips != 0 {
 		t.Fatalf("reset: exit %d %s: %+v", code, errs, st)
 	}
 	natstest.Eventually(t, 3*time.Second, func() bool {
@@ -99,7 +106,6 @@ func TestFleetCommandsUsage(t *testing.T) {
 		args []string
 		flag string
 	}{
-		{[]string{"status"}, "-nats-url"},
 		{[]string{"open", "-nats-url", "nats://127.0.0.1:1"}, "-breaker"},
 		{[]string{"reset", "-nats-url", "nats://127.0.0.1:1", "-breaker", "x", "-format", "xml"}, "-format"},
 		// A name natskv cannot store is a bad flag, found before
@@ -137,7 +143,7 @@ func TestFleetCommandsWithoutState(t *testing.T) {
 
 	// No bucket yet.
 	out, errs, code := cli("status", "-breaker", "partner")
-	if code != exitError || out != "" || !strings.Contains(errs, "partner: no shared state (no replica has joined this breaker yet)") ||
+	if code != exitError || out != "" || !strings.Contains(errs, "partner: no shared state: it never tripped") ||
 		!strings.Contains(errs, "bucket "+bucket+" does not exist") {
 		t.Errorf("status -breaker before any bucket: exit %d, out %q, err %q", code, out, errs)
 	}
@@ -149,11 +155,11 @@ func TestFleetCommandsWithoutState(t *testing.T) {
 	// An operator isolates a partner before the first deploy.
 	out, errs, code = cli("open", "-breaker", "partner", "-format", "json")
 	if code != exitOK || !strings.Contains(errs, "bucket "+bucket+" did not exist; created it") ||
-		!strings.Contains(errs, `no replica has joined breaker "partner" yet`) {
+		!strings.Contains(errs, `breaker "partner" had no shared state`) {
 		t.Fatalf("open before any bucket: exit %d, out %q, err %q", code, out, errs)
 	}
 	var st []breakerStatus
-	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st) != 1 || st[0].State != "open" || !st[0].Shared.Forced || st[0].Revision == 0 {
+	if err := json.Unmarshal([]byte(out), &st); err != nil || len(st) != 1 || st[0].State != "open" || !st[0].Forced {
 		t.Fatalf("open before any bucket: %+v, %v", st, err)
 	}
 	if _, err := js.KeyValue(context.Background(), bucket); err != nil {
@@ -162,12 +168,12 @@ func TestFleetCommandsWithoutState(t *testing.T) {
 
 	// The bucket exists now; another name is still unknown.
 	out, errs, code = cli("status", "-breaker", "nosuch")
-	if code != exitError || out != "" || !strings.Contains(errs, "nosuch: no shared state (no replica has joined this breaker yet)") ||
+	if code != exitError || out != "" || !strings.Contains(errs, "nosuch: no shared state: it never tripped") ||
 		strings.Contains(errs, "does not exist") {
 		t.Errorf("status -breaker nosuch: exit %d, out %q, err %q", code, out, errs)
 	}
 	_, errs, code = cli("close", "-breaker", "nosuch")
-	if code != exitOK || !strings.Contains(errs, `no replica has joined breaker "nosuch" yet`) || strings.Contains(errs, "created it") {
+	if code != exitOK || !strings.Contains(errs, `breaker "nosuch" had no shared state`) || strings.Contains(errs, "created it") {
 		t.Errorf("close -breaker nosuch: exit %d, err %q", code, errs)
 	}
 	// Once it has a state, status shows it without a note.

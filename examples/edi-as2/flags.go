@@ -7,24 +7,25 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/internal/exampleutil"
+	"github.com/floodgate-go/floodgate/internal/natsconn"
 )
 
 // options are the example's command-line settings.
 type options struct {
-	rate            float64       // messages published per second, over all retailers
-	retailers       int           // AS2 partners the orders go to, in turn
-	faulty          int           // the retailer (1-based) that follows the fault script
-	produceFor      time.Duration // how long the producer publishes
-	healthyFor      time.Duration // healthy partner before the outage
-	outage          time.Duration // partner answers 503
-	fragile         time.Duration // partner capacity-limited after the outage
-	fragileCapacity float64       // messages/s the partner takes while fragile
-	capacityAfter   float64       // messages/s the partner takes once healthy; 0 = unlimited
-	natsURL         string        // external NATS; empty = embedded
-	metricsAddr     string        // serve /metrics here; empty = off
-	summary         string        // JSON summary file; empty = none
-	settle          time.Duration // how long to wait for the backlog after producing
-	quiet           bool          // no timeline
+	rate            float64          // messages published per second, over all retailers
+	retailers       int              // AS2 partners the orders go to, in turn
+	faulty          int              // the retailer (1-based) that follows the fault script
+	produceFor      time.Duration    // how long the producer publishes
+	healthyFor      time.Duration    // healthy partner before the outage
+	outage          time.Duration    // partner answers 503
+	fragile         time.Duration    // partner capacity-limited after the outage
+	fragileCapacity float64          // messages/s the partner takes while fragile
+	capacityAfter   float64          // messages/s the partner takes once healthy; 0 = unlimited
+	nats            natsconn.Options // external NATS; none named = embedded
+	metricsAddr     string           // serve /metrics here; empty = off
+	summary         string           // JSON summary file; empty = none
+	settle          time.Duration    // how long to wait for the backlog after producing
+	quiet           bool             // no timeline
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -40,7 +41,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.fragile, "fragile", 5*time.Second, "fragile recovery after the outage, in [0, 1h]")
 	fs.Float64Var(&o.fragileCapacity, "fragile-capacity", 15, "messages/s the faulty retailer takes while fragile; excess gets 503, in (0, 5000]")
 	fs.Float64Var(&o.capacityAfter, "capacity-after", 100, "messages/s the faulty retailer takes once recovered (excess gets 503); 0 = unlimited, in [0, 5000]")
-	fs.StringVar(&o.natsURL, "nats-url", "", "external NATS server URL (default: an embedded JetStream server)")
+	o.nats.Register(fs) // -s/-server/-nats-url, -context, credentials, TLS; none: an embedded server
 	fs.StringVar(&o.summary, "summary", "", "write a JSON summary to this `file`")
 	fs.DurationVar(&o.settle, "settle", 60*time.Second, "after producing, how long to wait for the backlog to drain, in (0, 1h]")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at `host:port`/metrics, e.g. :9090 (default: off)")

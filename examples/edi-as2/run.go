@@ -107,7 +107,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 
 	// 1. NATS JetStream: embedded unless -nats-url. On an external server
 	// the streams made here are deleted at the end.
-	nc, err := exampleutil.StartNATS(o.natsURL)
+	nc, err := exampleutil.StartNATS(o.nats)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +139,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	if err := nc.EnsureStreams(ctx, sourceTopic); err != nil {
 		return nil, err
 	}
-	sub, err := jsq.NewSubscriber(jsq.SubscriberConfig{URL: nc.URL, Concurrency: 4, AckWait: 30 * time.Second})
+	sub, err := jsq.NewSubscriber(jsq.SubscriberConfig{URL: nc.URL, ConnectOptions: nc.ConnectOptions, Concurrency: 4, AckWait: 30 * time.Second})
 	if err != nil {
 		return nil, err
 	}
@@ -200,6 +200,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	}
 	defer fg.Close()
 	nc.Track(retryTopic, deadTopic)
+	exampleutil.PrintStreams(out, nc, retryTopic, deadTopic)
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

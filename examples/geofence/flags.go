@@ -7,33 +7,34 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/internal/exampleutil"
+	"github.com/floodgate-go/floodgate/internal/natsconn"
 )
 
 // options are the example's command-line settings.
 type options struct {
-	vehicles      int           // vans replayed, from the trace's first
-	consumers     int           // webhook consumers; a van's triggers go to one
-	faulty        int           // the consumer (1-based) with the outage
-	slowAt        time.Duration // the other consumers' slow period starts
-	slowFor       time.Duration // and lasts
-	slowLatency   time.Duration // their latency in it
-	speed         float64       // trace seconds per wall second
-	produceFor    time.Duration // wall time the producer replays the trace
-	dwell         time.Duration // trace time inside a fence before a dwell trigger
-	healthyFor    time.Duration // consumer healthy before the spike
-	degraded      time.Duration // consumer's P99 spike; recovery after it
-	degradedCalls int           // when > 0, recovery after this many degraded requests instead
-	fast          time.Duration // consumer's normal latency
-	spike         time.Duration // consumer's slow latency while degraded
-	slowFraction  float64       // share of slow requests while degraded
-	slowCall      time.Duration // breaker's slow-call threshold
-	timeout       time.Duration // webhook sender timeout
-	seed          uint64        // breaker jitter seed; 0 = random
-	natsURL       string        // external NATS; empty = embedded
-	metricsAddr   string        // serve /metrics here; empty = off
-	summary       string        // JSON summary file; empty = none
-	settle        time.Duration // wait for the backlog after producing
-	quiet         bool          // no timeline
+	vehicles      int              // vans replayed, from the trace's first
+	consumers     int              // webhook consumers; a van's triggers go to one
+	faulty        int              // the consumer (1-based) with the outage
+	slowAt        time.Duration    // the other consumers' slow period starts
+	slowFor       time.Duration    // and lasts
+	slowLatency   time.Duration    // their latency in it
+	speed         float64          // trace seconds per wall second
+	produceFor    time.Duration    // wall time the producer replays the trace
+	dwell         time.Duration    // trace time inside a fence before a dwell trigger
+	healthyFor    time.Duration    // consumer healthy before the spike
+	degraded      time.Duration    // consumer's P99 spike; recovery after it
+	degradedCalls int              // when > 0, recovery after this many degraded requests instead
+	fast          time.Duration    // consumer's normal latency
+	spike         time.Duration    // consumer's slow latency while degraded
+	slowFraction  float64          // share of slow requests while degraded
+	slowCall      time.Duration    // breaker's slow-call threshold
+	timeout       time.Duration    // webhook sender timeout
+	seed          uint64           // breaker jitter seed; 0 = random
+	nats          natsconn.Options // external NATS; none named = embedded
+	metricsAddr   string           // serve /metrics here; empty = off
+	summary       string           // JSON summary file; empty = none
+	settle        time.Duration    // wait for the backlog after producing
+	quiet         bool             // no timeline
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -59,7 +60,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Second, "webhook request timeout, in (0, 1m]")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the breaker's open-window jitter; 0 draws a random one")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at `host:port`/metrics, e.g. :9090 (default: off)")
-	fs.StringVar(&o.natsURL, "nats-url", "", "external NATS server URL (default: an embedded JetStream server)")
+	o.nats.Register(fs) // -s/-server/-nats-url, -context, credentials, TLS; none: an embedded server
 	fs.StringVar(&o.summary, "summary", "", "write a JSON summary to this `file`")
 	fs.DurationVar(&o.settle, "settle", 40*time.Second, "after producing, how long to wait for the backlog to drain, in (0, 1h]")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not print the per-second timeline")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,11 @@ func TestShortRun(t *testing.T) {
 	t.Log("\n" + out.String())
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The per-run stream names are printed, so "floodgate backlog" finds
+	// them (issue 15).
+	if !regexp.MustCompile(`streams: retry floodgate_retry_\w+, dead letters floodgate_dead_\w+; while it runs: floodgate backlog -s nats://`).MatchString(out.String()) {
+		t.Errorf("output does not name the streams:\n%s", out.String())
 	}
 	checkShortRun(t, sum)
 }

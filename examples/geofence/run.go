@@ -243,7 +243,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	eval := &evaluator{fences: fences, dwell: o.dwell, debounce: debounce}
 
 	// 1. NATS JetStream: embedded unless -nats-url.
-	nc, err := exampleutil.StartNATS(o.natsURL)
+	nc, err := exampleutil.StartNATS(o.nats)
 	if err != nil {
 		return nil, err
 	}
@@ -287,11 +287,11 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	if err != nil {
 		return nil, err
 	}
-	fixSub, err := jsq.NewSubscriber(jsq.SubscriberConfig{URL: nc.URL, Concurrency: 1, AckWait: 30 * time.Second})
+	fixSub, err := jsq.NewSubscriber(jsq.SubscriberConfig{URL: nc.URL, ConnectOptions: nc.ConnectOptions, Concurrency: 1, AckWait: 30 * time.Second})
 	if err != nil {
 		return nil, err
 	}
-	trigSub, err := jsq.NewSubscriber(jsq.SubscriberConfig{URL: nc.URL, Concurrency: deliveryConcurrency, AckWait: 30 * time.Second})
+	trigSub, err := jsq.NewSubscriber(jsq.SubscriberConfig{URL: nc.URL, ConnectOptions: nc.ConnectOptions, Concurrency: deliveryConcurrency, AckWait: 30 * time.Second})
 	if err != nil {
 		return nil, err
 	}
@@ -363,6 +363,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	}
 	defer fg.Close()
 	nc.Track(retryTopic, deadTopic)
+	exampleutil.PrintStreams(out, nc, retryTopic, deadTopic)
 
 	// 4. The evaluators, one per fix shard, on the same router.
 	em := &emitted{ids: map[string]string{}}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/exampleutil"
+	"github.com/floodgate-go/floodgate/internal/natsconn"
 	"github.com/floodgate-go/floodgate/internal/natstest"
 	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/floodgate-go/floodgate/middleware"
@@ -22,7 +23,7 @@ import (
 // leaves it as it found it.
 func TestCloseDeletesStreamsOnExternalServer(t *testing.T) {
 	srv := natstest.Server(t)
-	nc, err := exampleutil.StartNATS(srv.ClientURL())
+	nc, err := exampleutil.StartNATS(natsconn.Options{Server: srv.ClientURL()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,9 +54,9 @@ func TestCloseDeletesStreamsOnExternalServer(t *testing.T) {
 }
 
 func TestStartNATSBadURL(t *testing.T) {
-	_, err := exampleutil.StartNATS("nats://127.0.0.1:1")
-	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:1") {
-		t.Errorf("err = %v, want one naming the URL", err)
+	_, err := exampleutil.StartNATS(natsconn.Options{Server: "nats://ops:pw@127.0.0.1:1"})
+	if err == nil || !strings.Contains(err.Error(), "REDACTED@127.0.0.1:1") || strings.Contains(err.Error(), "pw") {
+		t.Errorf("err = %v, want one naming the URL, redacted", err)
 	}
 }
 

@@ -3,11 +3,14 @@ package exampleutil
 import (
 	"context"
 	"fmt"
+	"io"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/floodgate-go/floodgate/internal/natsconn"
 	"github.com/floodgate-go/floodgate/internal/natsserver"
 	"github.com/floodgate-go/floodgate/jsq"
 )
@@ -15,9 +18,14 @@ import (
 // NATS is the JetStream an example runs on. Create it with [StartNATS] and
 // release it with [NATS.Close]. Its methods are safe for concurrent use.
 type NATS struct {
-	// URL is the server's client URL: the external one given to StartNATS,
-	// or the embedded server's loopback address.
+	// URL is the server's client URL(s): the external one StartNATS was
+	// given (directly or by a context), or the embedded server's loopback
+	// address. It may hold user information: print [natsconn.Redact](URL).
 	URL string
+	// ConnectOptions authenticate and set up TLS as the options given to
+	// StartNATS did: pass them, with URL, to connections of one's own
+	// (jsq.SubscriberConfig.ConnectOptions).
+	ConnectOptions []nats.Option
 	// Conn is a connection to URL, closed by Close.
 	Conn *nats.Conn
 	// JetStream is the JetStream context on Conn.
@@ -32,23 +40,32 @@ type NATS struct {
 	streams []string // provisioned, deleted by Close on an external server
 }
 
-// StartNATS connects to the NATS server at url, or, when url is empty,
+// StartNATS connects to the NATS server that o names (-server or
+// $NATS_URL, or a context by -context or $NATS_CONTEXT; with credentials
+// and TLS as the nats CLI takes them, [natsconn.Options]), or, when o names
+// none ([natsconn.Options.Explicit]: the selected context is not used),
 // starts an embedded JetStream server on a random loopback port with its
-// store in a new temporary folder (removed by Close). The error names the
-// URL it could not connect to.
-func StartNATS(url string) (*NATS, error) {
-	n := &NATS{URL: url}
-	if url == "" {
+// store in a new temporary folder (removed by Close). The connection
+// reconnects forever. The error names the server, its user information
+// redacted.
+func StartNATS(o natsconn.Options) (*NATS, error) {
+	n := &NATS{}
+	if !o.Explicit() {
 		srv, err := natsserver.Start(natsserver.Options{})
 		if err != nil {
 			return nil, fmt.Errorf("start embedded NATS: %w", err)
 		}
-		n.srv, n.URL = srv, srv.ClientURL()
+		n.srv = srv
+		o = natsconn.Options{Server: srv.ClientURL()}
 	}
 	var err error
-	if n.Conn, err = jsq.Connect(n.URL); err != nil {
+	if n.URL, n.ConnectOptions, err = o.Resolve(); err != nil {
 		n.Close()
-		return nil, fmt.Errorf("connect to NATS at %s: %w", n.URL, err)
+		return nil, err
+	}
+	if n.Conn, err = o.Connect("floodgate-example", nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond)); err != nil {
+		n.Close()
+		return nil, err
 	}
 	if n.JetStream, err = jetstream.New(n.Conn); err != nil {
 		n.Close()
@@ -111,4 +128,13 @@ func (n *NATS) Close() {
 	if n.srv != nil {
 		n.srv.Shutdown()
 	}
+}
+
+// PrintStreams writes the run's retry and dead-letter stream names to w,
+// with the floodgate command that inspects them while the example runs
+// (the names carry a per-run suffix; on an external server Close deletes
+// the streams, with an embedded one they go with the server).
+func PrintStreams(w io.Writer, n *NATS, retry, dead string) {
+	fmt.Fprintf(w, "streams: retry %s, dead letters %s; while it runs: floodgate backlog -s %s -retry-topic %s -dead-topic %s\n",
+		retry, dead, natsconn.Redact(n.URL), retry, dead)
 }

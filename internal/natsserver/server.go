@@ -36,6 +36,14 @@ type Options struct {
 	// and payload) a client may publish, in bytes.
 	// Optional. Default 0: the server's default, 1 MiB. Valid range >= 0.
 	MaxPayload int32
+	// User and Password, when User is set, are the only credentials the
+	// server accepts.
+	// Optional. Default "": no user authentication.
+	User, Password string
+	// Token, when set, is the only token the server accepts (exclusive
+	// with User).
+	// Optional. Default "": no token authentication.
+	Token string
 }
 
 // ErrInvalidPort is returned by [Start] when [Options.Port] is outside -1..65535.
@@ -95,13 +103,16 @@ func Start(opts Options) (*Server, error) {
 // yet shared.
 func (s *Server) start(port int) error {
 	so := &server.Options{
-		Host:       s.opts.Host,
-		Port:       port,
-		JetStream:  true,
-		StoreDir:   s.opts.StoreDir,
-		NoLog:      !s.opts.Log,
-		NoSigs:     true,
-		MaxPayload: s.opts.MaxPayload,
+		Host:          s.opts.Host,
+		Port:          port,
+		JetStream:     true,
+		StoreDir:      s.opts.StoreDir,
+		NoLog:         !s.opts.Log,
+		NoSigs:        true,
+		MaxPayload:    s.opts.MaxPayload,
+		Username:      s.opts.User,
+		Password:      s.opts.Password,
+		Authorization: s.opts.Token,
 	}
 	srv, err := server.NewServer(so)
 	if err != nil {
