@@ -93,22 +93,26 @@ func (c *call) cancel() {
 }
 
 // now reads the clock of the breaker that admitted c: its partner's
-// (per-partner mode) or the guard's (see clockNow). Not kept in call, to
-// keep handle's frame small (see call).
+// (per-partner mode) or the guard's. Not kept in call, to keep handle's
+// frame small (see call). The wall clock is read as wallNow does, written
+// out here and in run: a deeper call would grow a new goroutine's first
+// stack (BenchmarkDelivered, go=fresh).
 func (g *guard) now(c *call) time.Time {
+	clock, wall := g.clock, g.wall
 	if p := c.lease.Partner(); p != nil {
-		return clockNow(p.Clock())
+		clock = p.Clock()
+		wall = breaker.IsWallClock(clock)
 	}
-	if g.wall {
-		return wallNow()
+	if wall {
+		return monoBase.Add(time.Since(monoBase))
 	}
-	return g.clock.Now()
+	return clock.Now()
 }
 
-// clockNow reads clock: the wall clock through wallNow, one clock read.
-func clockNow(clock breaker.Clock) time.Time {
+// now reads clock (see guard.now).
+func now(clock breaker.Clock) time.Time {
 	if breaker.IsWallClock(clock) {
-		return wallNow()
+		return monoBase.Add(time.Since(monoBase))
 	}
 	return clock.Now()
 }
@@ -260,7 +264,7 @@ func (g *guard) admit(c *call) (err error) {
 			return g.noPartner(c, err)
 		}
 	}
-	c.token, c.at = p.Token(), clockNow(p.Clock())
+	c.token, c.at = p.Token(), now(p.Clock())
 	if c.lease, err = p.AcquireAt(c.at); err != nil && errors.Is(err, partner.ErrEvicted) {
 		return g.reacquire(c)
 	}
@@ -284,7 +288,7 @@ func (g *guard) reacquire(c *call) error {
 	if p == nil {
 		return g.noPartner(c, err)
 	}
-	c.token, c.lease, c.at = p.Token(), lease, clockNow(p.Clock())
+	c.token, c.lease, c.at = p.Token(), lease, now(p.Clock())
 	return err
 }
 
@@ -413,7 +417,12 @@ func (g *guard) run(h message.HandlerFunc, msg *message.Message, c *call) (retur
 		}
 	}()
 	c.out, c.err = h(msg)
-	end := g.now(c)
+	var end time.Time
+	if wall { // g.now(c), a frame shallower
+		end = monoBase.Add(time.Since(monoBase))
+	} else {
+		end = g.now(c)
+	}
 	restore(msg, parent, cc, wall, end)
 	c.latency, c.at = end.Sub(c.at), end
 	return true
