@@ -382,8 +382,9 @@ func (g *guard) tokenOf(key string) string {
 
 // run calls h under the configured deadline, and sets c's result, its
 // latency and c.at to its end on the breaker's clock: two clock reads per call in
-// all (with the wall clock; a breaker on another clock adds two reads of
-// the wall clock, for the deadline). The handler's context is a callCtx
+// all, each of the monotonic clock alone with the wall clock (see wallNow;
+// a breaker on another clock adds two reads of the wall clock, for the
+// deadline). The handler's context is a callCtx
 // (one allocation; none with NoTimeout, but for a probe's mark); the
 // message's own context is restored before run returns, so a later
 // publish or retry never sees the timed-out one. It returns false when h
