@@ -47,9 +47,24 @@ func BenchmarkInFlight(b *testing.B) {
 // op creates 10,000 breakers with default settings and makes one call on
 // each (admitted, success recorded). It reports bytes per breaker and the
 // goroutines the breakers started, at the GOMAXPROCS of the -cpu flag.
+// floodgate-template makes them from one breaker.Template, as a partner
+// registry does, so they share its configuration.
 func BenchmarkIdleMemory(b *testing.B) {
 	const n = 10_000
+	tmpl, err := breaker.NewTemplate(breaker.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
 	cases := map[string]func() any{
+		"floodgate-template": func() any {
+			cb := tmpl.New("partner")
+			p, err := cb.Allow()
+			if err != nil {
+				b.Fatal(err)
+			}
+			p.Done(nil)
+			return cb
+		},
 		"floodgate": func() any {
 			cb, err := breaker.New(breaker.Config{Name: "partner"})
 			if err != nil {
@@ -80,7 +95,7 @@ func BenchmarkIdleMemory(b *testing.B) {
 			return cb
 		},
 	}
-	for _, name := range []string{"floodgate", "failsafe-go", "gobreaker"} {
+	for _, name := range []string{"floodgate", "floodgate-template", "failsafe-go", "gobreaker"} {
 		b.Run(name, func(b *testing.B) {
 			mk := cases[name]
 			keep := make([]any, n)

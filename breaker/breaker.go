@@ -32,23 +32,25 @@ type Breaker struct {
 
 	slots slotTable // closed-state permits (slots.go)
 
-	// Immutable after New.
-	cfg         Config
+	// Immutable after New. cfg is shared by every breaker made from one
+	// [Template]; its Name is the template's, name the breaker's.
+	cfg         *Config
+	name        string
 	slowNs      time.Duration
 	closedTimed bool
 	timeWindow  bool
 	wall        bool
-	tclock      TimerClock // cfg.Clock, if it has timers
 	epoch       time.Time
 	seed        uint64
 	classifier  func(error) Outcome
 
 	mu            sync.Mutex
 	state         State
-	gen           uint64
 	forced        bool
 	stopped       bool
 	dispatching   bool
+	sumDirty      bool // the lock-free path may have released since the last full sum
+	gen           uint64
 	trips         int
 	lifetimeTrips uint64
 	window        time.Duration
@@ -59,7 +61,6 @@ type Breaker struct {
 	windowStart uint64 // outcomesLocked() - uncounted when the period began
 	uncounted   uint64 // stale and neutral outcomes released through slots
 	sumCache    uint64 // slots.sum() at the last full sum, plus locked releases since
-	sumDirty    bool   // the lock-free path may have released since the last full sum
 
 	listeners    []listener
 	nextListener uint64
@@ -110,9 +111,9 @@ func (b *Breaker) recoveryLocked() {
 		return
 	}
 	r := &recovery{
-		errOpen:     newRejectedError(b.cfg.Name, StateOpen, ErrOpen),
-		errProbe:    newRejectedError(b.cfg.Name, StateHalfOpen, ErrProbeLimit),
-		errThrottle: newRejectedError(b.cfg.Name, StateHalfOpen, ErrThrottled),
+		errOpen:     newRejectedError(b.name, StateOpen, ErrOpen),
+		errProbe:    newRejectedError(b.name, StateHalfOpen, ErrProbeLimit),
+		errThrottle: newRejectedError(b.name, StateHalfOpen, ErrThrottled),
 		led:         newLedger(),
 		timerAt:     noTime,
 	}
@@ -129,8 +130,32 @@ type listener struct {
 }
 
 // New returns a closed breaker. It returns an error wrapping
-// [ErrInvalidConfig] ("invalid config: …") when cfg is invalid.
+// [ErrInvalidConfig] ("invalid config: …") when cfg is invalid. It is
+// [NewTemplate](cfg) then [Template.New](cfg.Name): to make many breakers of
+// one configuration, make the template once and share it.
 func New(cfg Config) (*Breaker, error) {
+	t, err := NewTemplate(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return t.New(cfg.Name), nil
+}
+
+// Template is a validated breaker configuration, with defaults applied,
+// that every breaker made from it ([Template.New]) shares instead of
+// holding a copy: a breaker per partner, thousands of them, holds one
+// pointer to it (the configuration is about 350 bytes). Create one with
+// [NewTemplate]; the zero value is not usable. It is immutable and safe for
+// concurrent use.
+type Template struct {
+	cfg Config
+}
+
+// NewTemplate validates cfg and returns it as a [Template]. It returns an
+// error wrapping [ErrInvalidConfig] ("invalid config: …") when cfg is
+// invalid, as [New] does. cfg.Name is the default name of its breakers (see
+// [Template.New]); cfg.RampSteps is copied.
+func NewTemplate(cfg Config) (*Template, error) {
 	if cfg.RampSteps == nil {
 		cfg.RampSteps = defaultRampSteps // shared: never modified, Config clones it
 	} else {
@@ -140,38 +165,56 @@ func New(cfg Config) (*Breaker, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = wallClock{}
+	}
+	return &Template{cfg: cfg}, nil
+}
+
+// Config returns the template's configuration with defaults applied,
+// including Clock (the wall clock when none was given).
+func (t *Template) Config() Config {
+	c := t.cfg
+	c.RampSteps = slices.Clone(c.RampSteps)
+	return c
+}
+
+// New returns a closed breaker of the template's configuration named name
+// ([Config.Name]; the breaker's [Breaker.Name], in its transitions and
+// rejection errors). It shares the configuration, does not validate
+// again, cannot fail and starts no goroutine. Safe for concurrent use.
+func (t *Template) New(name string) *Breaker {
+	cfg := &t.cfg
 	b := &Breaker{
 		cfg:         cfg,
+		name:        name,
 		slowNs:      cfg.SlowCallDuration,
 		timeWindow:  cfg.WindowDuration > 0,
 		closedTimed: cfg.WindowDuration > 0 || cfg.SlowCallRateThreshold > 0,
 		seed:        cfg.Seed,
 		classifier:  cfg.Classifier,
 	}
-	if cfg.Clock == nil {
-		b.cfg.Clock, b.tclock, b.wall = wallClock{}, wallClock{}, true
-	} else {
-		b.tclock, _ = cfg.Clock.(TimerClock)
-	}
+	_, b.wall = cfg.Clock.(wallClock)
 	if b.seed == 0 {
 		b.seed = rand.Uint64()
 	}
-	b.epoch = b.cfg.Clock.Now()
-	b.cw = newClosedWindow(&cfg)
+	b.epoch = cfg.Clock.Now()
+	b.cw = newClosedWindow(cfg)
 	b.cw.reset(0)
 	b.curEpoch.Store(b.cw.cur)
 	b.publishLocked(false)
-	return b, nil
+	return b
 }
 
 // Name returns [Config.Name].
-func (b *Breaker) Name() string { return b.cfg.Name }
+func (b *Breaker) Name() string { return b.name }
 
 // Config returns the breaker's configuration with defaults applied,
 // including Clock: the wall clock when none was given, so callers that
 // measure latency for [Permit.RecordAt] read the breaker's own time.
 func (b *Breaker) Config() Config {
-	c := b.cfg
+	c := *b.cfg
+	c.Name = b.name
 	c.RampSteps = slices.Clone(c.RampSteps)
 	return c
 }
@@ -423,7 +466,7 @@ func (b *Breaker) ForceOpen() {
 // Listeners see no transition. [fleet hook]
 func (b *Breaker) tellFleet(s State, now int64, reason string) {
 	if f := b.fleet.Load(); f != nil {
-		f.onTransition(Transition{From: s, To: s, Reason: reason, At: b.at(now), Breaker: b.cfg.Name})
+		f.onTransition(Transition{From: s, To: s, Reason: reason, At: b.at(now), Breaker: b.name})
 	}
 }
 
@@ -514,7 +557,7 @@ func (b *Breaker) enterLocked(to State, now int64, reason string, window time.Du
 	if len(b.listeners) > 0 {
 		b.pending = append(b.pending, Transition{
 			From: from, To: to, Reason: reason, At: b.at(now), Window: window,
-			Breaker: b.cfg.Name, Generation: b.gen, ConsecutiveTrips: b.trips,
+			Breaker: b.name, Generation: b.gen, ConsecutiveTrips: b.trips,
 			period: period,
 		})
 	}
@@ -627,7 +670,11 @@ func (b *Breaker) nextDeadlineLocked() int64 {
 // armLocked makes sure a timer fires at the next deadline (when the clock
 // has timers). A timer already set earlier is kept; it re-arms when it fires.
 func (b *Breaker) armLocked(now int64) {
-	if b.tclock == nil || b.stopped || b.recovery == nil {
+	if b.stopped || b.recovery == nil {
+		return
+	}
+	tclock, _ := b.cfg.Clock.(TimerClock) // a Clock without timers: none armed
+	if tclock == nil {
 		return
 	}
 	d := b.nextDeadlineLocked()
@@ -646,7 +693,7 @@ func (b *Breaker) armLocked(now int64) {
 	b.timerSeq++
 	seq := b.timerSeq
 	b.timerAt = d
-	b.timer = b.tclock.AfterFunc(time.Duration(max(0, d-now)), func() { b.onTimer(seq) })
+	b.timer = tclock.AfterFunc(time.Duration(max(0, d-now)), func() { b.onTimer(seq) })
 }
 
 func (b *Breaker) onTimer(seq uint64) {

@@ -117,7 +117,9 @@
 // An idle closed breaker takes under 1 KB of heap with the default
 // configuration, at any GOMAXPROCS, and no goroutine: the state of open and
 // half-open is allocated when the breaker first trips, the window's failure
-// log (16 B × WindowSize) at the first failure or slow call. Failures, slow
+// log (16 B × WindowSize) at the first failure or slow call. Breakers made
+// from one [Template] (a breaker per partner) share its configuration
+// instead of each holding a copy: about 620 B each when idle. Failures, slow
 // calls, successes before the window holds MinimumCalls, and everything
 // outside the closed state take one mutex per breaker; once the window holds
 // MinimumCalls, these locked reports also sum the slot table (one load per

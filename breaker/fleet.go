@@ -292,7 +292,7 @@ func JoinFleet(b *Breaker, cfg FleetConfig) (*Fleet, error) {
 	}
 	name, field := cfg.Name, "FleetConfig.Name"
 	if name == "" {
-		name, field = b.cfg.Name, "breaker Config.Name"
+		name, field = b.name, "breaker Config.Name"
 	}
 	if nc, ok := cfg.Store.(NameChecker); ok {
 		if err := nc.CheckName(name); err != nil {
@@ -768,7 +768,7 @@ func (f *Fleet) cas(next SharedState, rev uint64) (written, retry bool) {
 // trip on top of a newer trip, a half-open before r's window ends, a clean
 // close of a fleet that is not half-open.
 func (f *Fleet) merge(r SharedState, ev Transition) (next SharedState, ok bool) {
-	c := &f.b.cfg
+	c := f.b.cfg
 	next = r
 	next.Epoch = r.Epoch + 1
 	next.By = f.cfg.Replica

@@ -172,7 +172,7 @@ func (b *Breaker) probesPassedLocked(now int64) {
 // rampShare returns the share of the ramp elapsed ns after it started (curve
 // form) or of the current step.
 func (b *Breaker) rampShare(elapsed int64) float64 {
-	c := &b.cfg
+	c := b.cfg
 	if c.RampWindow <= 0 {
 		return c.RampSteps[b.ho.stepIdx]
 	}
@@ -184,7 +184,7 @@ func (b *Breaker) rampShare(elapsed int64) float64 {
 // due by now. Time alone never reopens: with no admission outstanding, a
 // half-open breaker stays half-open however long no call comes.
 func (b *Breaker) advanceHalfOpenLocked(now int64) {
-	c := &b.cfg
+	c := b.cfg
 	gen := b.gen
 	for b.gen == gen {
 		e, ok := b.led.expireOne(now - int64(c.MaxProbeWait))
@@ -236,7 +236,7 @@ func (b *Breaker) advanceHalfOpenLocked(now int64) {
 }
 
 func (b *Breaker) halfOpenDeadlineLocked() int64 {
-	c := &b.cfg
+	c := b.cfg
 	h := &b.ho
 	d := int64(noTime)
 	if e := b.led.oldestLive(); e != nil {
@@ -297,7 +297,7 @@ func (b *Breaker) adaptiveFloor() float64 { return b.cfg.AdaptiveMinShare / adap
 // failures that persist there reopen the breaker. Below the minimum share a
 // loss backs off down to the floor, where failures with no success reopen.
 func (b *Breaker) adaptiveOutcomeLocked(now int64, e entry, good, slow bool, lat time.Duration) {
-	c := &b.cfg
+	c := b.cfg
 	h := &b.ho
 	h.count(good, slow)
 	if good && lat >= 0 {
@@ -365,7 +365,7 @@ func (b *Breaker) adaptiveOutcomeLocked(now int64, e entry, good, slow bool, lat
 // failure confirmed. The share holds at AdaptiveBackoff times it, a level
 // the dependency served without loss.
 func (b *Breaker) adaptiveLossLocked(now int64, loss float64) {
-	c := &b.cfg
+	c := b.cfg
 	h := &b.ho
 	good := h.share * (1 - loss)
 	switch h.aphase {
@@ -406,7 +406,7 @@ func (h *halfOpen) setShare(s float64) {
 // level and more, an interval also ends after MinimumCalls clean outcomes:
 // see adaptiveOutcomeLocked).
 func (b *Breaker) adaptiveIntervalLocked(now int64) {
-	c := &b.cfg
+	c := b.cfg
 	h := &b.ho
 	clean := h.calls > 0 && float64(h.fails) <= c.AdaptiveTolerance*float64(h.calls)
 	if c.AdaptiveLatencyRatio > 0 && h.latN > 0 {

