@@ -82,14 +82,16 @@ type DrainerConfig struct {
 	FixedRate bool
 	// AdjustInterval is how often the adaptive control looks at the
 	// outcomes since its last look and changes the rate. In slow start it
-	// looks sooner, once it has seen 8 outcomes: after AdjustInterval/10,
-	// or twice the slowest of those calls if longer (see [Drainer]).
+	// looks sooner, once it has seen 8 outcomes: after 100ms,
+	// AdjustInterval/5 or twice the slowest of those calls, whichever is
+	// longest, if that is shorter (see [Drainer]).
 	// Optional. Default 500ms. Valid range >= 10ms.
 	AdjustInterval time.Duration
 	// Increase is the additive increase, in messages per second, applied
 	// per clean AdjustInterval once the control has seen a failure (before
 	// that, and again after each pause, the rate grows by half per clean
-	// look: slow start, see AdjustInterval).
+	// AdjustInterval, or doubles per clean early look: slow start, see
+	// AdjustInterval).
 	// Optional. Default 5 % of the rate after the last decrease, at least
 	// 1 (max(1, Rate/20) before the first). Valid range > 0.
 	Increase float64
@@ -321,16 +323,17 @@ type DrainStatus struct {
 // it), never up. If all
 // were clean and the drainer used at least 80 % of its rate (so the rate,
 // not the backlog or the gate, was the limit), the rate grows: by half per
-// look until the first failure (slow start, again after every pause,
+// AdjustInterval until the first failure (slow start, again after every pause,
 // since the partner's capacity is unknown after an outage; a pause also
 // lifts the rate back to at least the configured Rate), then by Increase.
-// In slow start the control looks as soon as it has seen 8 outcomes and
-// AdjustInterval/10 has passed, or twice the slowest of those calls if
-// that is longer, but at least every AdjustInterval: a fast partner's rate
-// grows at the pace of its answers (from the default 50/s past 10,000/s in
-// about a second), while a partner that answers slowly, or that the rate
-// reaches only a few times per AdjustInterval, is probed one AdjustInterval
-// per step, as before a failure has shown its capacity.
+// In slow start the control also looks early, as soon as the interval has
+// seen 8 outcomes and lasted 100ms, AdjustInterval/5 or twice the slowest
+// of those calls, whichever is longest, and a clean early look doubles the
+// rate (as TCP's slow start doubles its window per round trip): a fast
+// partner's rate grows at the pace of its answers (from the default 50/s
+// past 10,000/s in about a second), while a partner that answers slowly,
+// or that the rate reaches fewer than 8 times per early look, grows by
+// half per AdjustInterval.
 // It stays within [MinRate, MaxRate]. The drainer sees its own deliveries' outcomes
 // (the queue reports re-diversions back to it through the message's
 // context); live traffic shares the partner, so feed live outcomes to
@@ -399,22 +402,29 @@ type interval struct {
 	slowest             time.Duration
 }
 
-// earlyLookOutcomes is how many outcomes an interval must have seen for the
-// control to look before AdjustInterval in slow start (see [Drainer]).
-const earlyLookOutcomes = 8
+// Early looks in slow start (see [Drainer]): the interval must have seen
+// earlyLookOutcomes outcomes and lasted earlyLookMin (or AdjustInterval/5,
+// or twice its slowest call, if longer).
+const (
+	earlyLookOutcomes = 8
+	earlyLookMin      = 100 * time.Millisecond
+)
 
 // lookAfterLocked returns how long the current interval must last before
-// the control looks: AdjustInterval; in slow start, once the interval has
-// seen earlyLookOutcomes outcomes, only AdjustInterval/10 or twice its
-// slowest call if longer, so a fast partner's rate grows at the pace of its
-// answers while a slow or little-used one's grows per AdjustInterval.
-// Requires d.mu held.
-func (d *Drainer) lookAfterLocked() time.Duration {
+// the control looks, and whether that is an early look: AdjustInterval;
+// in slow start, once the interval has seen earlyLookOutcomes outcomes,
+// earlyLookMin, AdjustInterval/5 or twice its slowest call, whichever is
+// longest, if that is shorter. So a fast partner's rate grows at the pace
+// of its answers, while a slow or little-used one's grows per
+// AdjustInterval. Requires d.mu held.
+func (d *Drainer) lookAfterLocked() (time.Duration, bool) {
 	look := d.cfg.AdjustInterval
 	if d.ctl.slowStart && !d.cfg.FixedRate && d.iv.ok+d.iv.bad >= earlyLookOutcomes {
-		look = min(look, max(d.cfg.AdjustInterval/10, 2*d.iv.slowest))
+		if early := max(earlyLookMin, d.cfg.AdjustInterval/5, 2*d.iv.slowest); early < look {
+			return early, true
+		}
 	}
-	return look
+	return look, false
 }
 
 // sample is the drained count at a time, for the measured rate.
@@ -718,7 +728,8 @@ func (d *Drainer) tick(now time.Time) {
 		return
 	}
 	elapsed := now.Sub(d.ivStart)
-	if elapsed < d.lookAfterLocked() {
+	look, early := d.lookAfterLocked()
+	if elapsed < look {
 		return
 	}
 	drained := d.drained.Load()
@@ -734,7 +745,7 @@ func (d *Drainer) tick(now time.Time) {
 	}
 	before := d.ctl.rate
 	good := max(0, float64(served)-float64(iv.drainedBad))
-	switch d.ctl.step(iv.ok, iv.bad, float64(served), good, elapsed) {
+	switch d.ctl.step(iv.ok, iv.bad, float64(served), good, elapsed, early) {
 	case decreased:
 		d.backoffs.Add(1)
 	case unchanged:
@@ -879,7 +890,14 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 	if free <= 0 {
 		return d.rest(ctx, d.cfg.PollInterval) // a finishing handler wakes it
 	}
-	n := min(budget, d.lim.Burst(), int(tokens), free)
+	n := min(budget, d.lim.Burst(), int(tokens))
+	if free < n && free < max(1, cap(d.slots)/4) {
+		// Handlers hold most slots: wait for a quarter of them to free up
+		// (a finishing handler wakes it), so that a fetch, one round trip
+		// to the server, brings a batch rather than a message or two.
+		return d.rest(ctx, d.cfg.PollInterval)
+	}
+	n = min(n, free)
 	if d.share != nil {
 		// The shared in-flight bound: wait for a fair share of it, then
 		// look at the gate again (it may have closed meanwhile).
