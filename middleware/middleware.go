@@ -232,7 +232,8 @@ func (g *guard) screen(msg *message.Message, c *call, noKey error) (err error, s
 	if noKey != nil {
 		return g.deadLetter(msg, ev, "", DeadReasonNoPartner, noKey), true
 	}
-	if floodgateMeta(msg.Metadata) {
+	// A drained message's metadata was checked by the drainer.
+	if floodgateMeta(msg.Metadata) && !retryqueue.FromDrain(msg.Context()) {
 		if reason, bad := g.cfg.Queue.Malformed(msg); bad {
 			ev.Partner = g.tokenOf(c.key)
 			return g.deadLetter(msg, ev, c.key, retryqueue.DeadReasonMalformed, fmt.Errorf("%w: %s", retryqueue.ErrMalformed, reason)), true

@@ -17,8 +17,8 @@ const (
 const usedShare = 0.8
 
 // aimd is the drain rate control: additive increase, multiplicative
-// decrease, with a slow start (the rate grows by half per clean interval)
-// until the first decrease. It is a pure state machine: step takes the
+// decrease, with a slow start (the rate grows by half per clean interval,
+// or doubles on an early look) until the first decrease. It is a pure state machine: step takes the
 // interval's counts and length; it never reads a clock.
 type aimd struct {
 	rate, min, max float64 // messages/s; max 0 = unbounded
@@ -44,8 +44,10 @@ func (a *aimd) resume(start float64) {
 const goodputShare = 0.9
 
 // step applies one interval: ok and bad deliveries seen, served messages
-// drained, good of them delivered (not failed), over elapsed.
-func (a *aimd) step(ok, bad int, served, good float64, elapsed time.Duration) change {
+// drained, good of them delivered (not failed), over elapsed; early marks
+// a slow-start look made before AdjustInterval (see [Drainer]), on which a
+// clean interval doubles the rate instead of raising it by half.
+func (a *aimd) step(ok, bad int, served, good float64, elapsed time.Duration, early bool) change {
 	switch {
 	case bad > 0:
 		a.slowStart = false
@@ -71,9 +73,12 @@ func (a *aimd) step(ok, bad int, served, good float64, elapsed time.Duration) ch
 		return unchanged
 	}
 	before := a.rate
-	if a.slowStart {
+	switch {
+	case a.slowStart && early:
+		a.rate = a.clamp(a.rate * 2)
+	case a.slowStart:
 		a.rate = a.clamp(a.rate * 1.5)
-	} else {
+	default:
 		a.rate = a.clamp(a.rate + a.inc)
 	}
 	if a.rate > before {

@@ -41,7 +41,7 @@ func TestAIMDSteps(t *testing.T) {
 		{"slow start", 5, 0, 3.75, 11.25, increased},
 	}
 	for i, s := range steps {
-		got := a.step(s.ok, s.bad, s.served, 0, iv)
+		got := a.step(s.ok, s.bad, s.served, 0, iv, false)
 		if math.Abs(a.rate-s.want) > 1e-9 || got != s.change {
 			t.Fatalf("step %d (%s): rate %v change %v, want %v %v", i, s.name, a.rate, got, s.want, s.change)
 		}
@@ -66,7 +66,7 @@ func TestAIMDGoodputBackoff(t *testing.T) {
 		{"goodput above the rate: no increase", 50, 80, 50},
 	} {
 		a := aimd{rate: c.rate, min: 1, inc: 1, dec: 0.7}
-		a.step(10, 1, c.rate, c.good, sec)
+		a.step(10, 1, c.rate, c.good, sec, false)
 		if math.Abs(a.rate-c.want) > 1e-9 {
 			t.Errorf("%s: rate %v, want %v", c.name, a.rate, c.want)
 		}
@@ -86,10 +86,27 @@ func TestAIMDGoodputBackoff(t *testing.T) {
 func TestAIMDUnbounded(t *testing.T) {
 	a := aimd{rate: 10, min: 1, inc: 1, dec: 0.7, slowStart: true}
 	for range 10 {
-		a.step(1, 0, a.rate, a.rate, time.Second)
+		a.step(1, 0, a.rate, a.rate, time.Second, false)
 	}
 	if want := 10 * math.Pow(1.5, 10); math.Abs(a.rate-want) > 1e-6 {
 		t.Fatalf("rate %v, want %v", a.rate, want)
+	}
+}
+
+// An early look in slow start doubles the rate; once slow start has ended
+// an early look (which the drainer does not make then) grows it additively.
+func TestAIMDEarlyLook(t *testing.T) {
+	a := aimd{rate: 100, min: 1, inc: 5, dec: 0.5, slowStart: true}
+	if c := a.step(20, 0, 10, 10, 100*time.Millisecond, true); c != increased || a.rate != 200 {
+		t.Fatalf("early look: rate %v change %v, want 200 increased", a.rate, c)
+	}
+	if c := a.step(40, 0, 20, 20, 100*time.Millisecond, false); c != increased || a.rate != 300 {
+		t.Fatalf("regular look: rate %v change %v, want 300 increased", a.rate, c)
+	}
+	a.step(10, 1, 30, 20, 100*time.Millisecond, true)
+	before := a.rate
+	if a.step(40, 0, before, before, time.Second, true); a.rate != before+a.inc {
+		t.Fatalf("after slow start: rate %v, want %v", a.rate, before+a.inc)
 	}
 }
 

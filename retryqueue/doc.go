@@ -104,7 +104,8 @@
 // on [Drainer.Wake] or the next poll.
 //
 // The drain rate is adaptive (AIMD): it grows while deliveries are clean
-// (by half per interval at first, then additively) and backs off
+// (at first by half per interval, or doubling every 100ms while a fast
+// partner answers quickly: slow start; then additively) and backs off
 // multiplicatively on failed or slow deliveries, within an optional
 // [DrainerConfig.MaxRate]. The drainer sees its own deliveries' outcomes;
 // [Drainer.Observe] feeds it live ones. Since every drained message passes

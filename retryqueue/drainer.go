@@ -81,13 +81,17 @@ type DrainerConfig struct {
 	// Optional. Default false.
 	FixedRate bool
 	// AdjustInterval is how often the adaptive control looks at the
-	// outcomes since its last look and changes the rate.
+	// outcomes since its last look and changes the rate. In slow start it
+	// looks sooner, once it has seen 8 outcomes: after 100ms,
+	// AdjustInterval/5 or twice the slowest of those calls, whichever is
+	// longest, if that is shorter (see [Drainer]).
 	// Optional. Default 500ms. Valid range >= 10ms.
 	AdjustInterval time.Duration
 	// Increase is the additive increase, in messages per second, applied
 	// per clean AdjustInterval once the control has seen a failure (before
-	// that, and again after each pause, the rate grows by half per
-	// interval: slow start).
+	// that, and again after each pause, the rate grows by half per clean
+	// AdjustInterval, or doubles per clean early look: slow start, see
+	// AdjustInterval).
 	// Optional. Default 5 % of the rate after the last decrease, at least
 	// 1 (max(1, Rate/20) before the first). Valid range > 0.
 	Increase float64
@@ -109,7 +113,9 @@ type DrainerConfig struct {
 	MaxInFlight int
 	// Burst is the token bucket's size: the largest batch fetched at once.
 	// Optional. Default ceil(rate/10), at least 1, following the rate as it
-	// adapts. Valid range >= 1.
+	// adapts; for a [PartnerDrainer]'s partner while other partners wait
+	// for a lane, ceil(rate): one second of the rate, which it accrued
+	// while it waited its turn. Valid range >= 1.
 	Burst int
 	// AckWait is the consumer's ack wait: a fetched message not acked or
 	// nakked within it is redelivered.
@@ -318,9 +324,17 @@ type DrainStatus struct {
 // it), never up. If all
 // were clean and the drainer used at least 80 % of its rate (so the rate,
 // not the backlog or the gate, was the limit), the rate grows: by half per
-// interval until the first failure (slow start, again after every pause,
+// AdjustInterval until the first failure (slow start, again after every pause,
 // since the partner's capacity is unknown after an outage; a pause also
 // lifts the rate back to at least the configured Rate), then by Increase.
+// In slow start the control also looks early, as soon as the interval has
+// seen 8 outcomes and lasted 100ms, AdjustInterval/5 or twice the slowest
+// of those calls, whichever is longest, and a clean early look doubles the
+// rate (as TCP's slow start doubles its window per round trip): a fast
+// partner's rate grows at the pace of its answers (from the default 50/s
+// past 10,000/s in about a second), while a partner that answers slowly,
+// or that the rate reaches fewer than 8 times per early look, grows by
+// half per AdjustInterval.
 // It stays within [MinRate, MaxRate]. The drainer sees its own deliveries' outcomes
 // (the queue reports re-diversions back to it through the message's
 // context); live traffic shares the partner, so feed live outcomes to
@@ -341,6 +355,7 @@ type Drainer struct {
 	cfg       DrainerConfig
 	lim       *rate.Limiter
 	burstAuto bool
+	wide      bool // the bucket holds a second of the rate (guarded by mu; see widen)
 	wake      chan struct{}
 	slots     chan struct{}  // one per message in a handler (FIFO mode)
 	handlers  sync.WaitGroup // FIFO-mode handlers in flight
@@ -382,8 +397,36 @@ type Drainer struct {
 }
 
 // interval counts outcomes since the control's last look; drainedBad are
-// the drainer's own among bad.
-type interval struct{ ok, bad, drainedBad int }
+// the drainer's own among bad; slowest is the longest latency among them.
+type interval struct {
+	ok, bad, drainedBad int
+	slowest             time.Duration
+}
+
+// Early looks in slow start (see [Drainer]): the interval must have seen
+// earlyLookOutcomes outcomes and lasted earlyLookMin (or AdjustInterval/5,
+// or twice its slowest call, if longer).
+const (
+	earlyLookOutcomes = 8
+	earlyLookMin      = 100 * time.Millisecond
+)
+
+// lookAfterLocked returns how long the current interval must last before
+// the control looks, and whether that is an early look: AdjustInterval;
+// in slow start, once the interval has seen earlyLookOutcomes outcomes,
+// earlyLookMin, AdjustInterval/5 or twice its slowest call, whichever is
+// longest, if that is shorter. So a fast partner's rate grows at the pace
+// of its answers, while a slow or little-used one's grows per
+// AdjustInterval. Requires d.mu held.
+func (d *Drainer) lookAfterLocked() (time.Duration, bool) {
+	look := d.cfg.AdjustInterval
+	if d.ctl.slowStart && !d.cfg.FixedRate && d.iv.ok+d.iv.bad >= earlyLookOutcomes {
+		if early := max(earlyLookMin, d.cfg.AdjustInterval/5, 2*d.iv.slowest); early < look {
+			return early, true
+		}
+	}
+	return look, false
+}
 
 // sample is the drained count at a time, for the measured rate.
 type sample struct {
@@ -418,11 +461,34 @@ func NewDrainer(cfg DrainerConfig) (*Drainer, error) {
 	return d, nil
 }
 
+// burstFor returns the token bucket's size at rate r. Requires d.mu held
+// (or d not yet shared).
 func (d *Drainer) burstFor(r float64) int {
 	if !d.burstAuto {
 		return d.cfg.Burst
 	}
+	if d.wide {
+		return max(1, int(math.Ceil(r)))
+	}
 	return max(1, int(math.Ceil(r/10)))
+}
+
+// widen sets the token bucket to one second of the rate while other
+// partners of a [PartnerDrainer] wait for a lane (wide), else to a tenth
+// of a second: a partner that drains between others' turns may fetch in
+// one turn what its rate allowed while it waited, so the turns, not its
+// rate, do not bound it (and a turn's consumer is not made for a message
+// or two). Only with an automatic Burst.
+func (d *Drainer) widen(wide bool) {
+	if !d.burstAuto {
+		return
+	}
+	d.mu.Lock()
+	if d.wide != wide {
+		d.wide = wide
+		d.applyLocked()
+	}
+	d.mu.Unlock()
 }
 
 // ConsumerConfig returns the durable consumer the drainer creates on its
@@ -570,6 +636,7 @@ func (d *Drainer) observe(failed bool, latency time.Duration, drained bool) {
 		d.failures.Add(1)
 	}
 	d.mu.Lock()
+	d.iv.slowest = max(d.iv.slowest, latency)
 	switch {
 	case bad && drained:
 		d.iv.bad++
@@ -662,7 +729,8 @@ func (d *Drainer) tick(now time.Time) {
 		return
 	}
 	elapsed := now.Sub(d.ivStart)
-	if elapsed < d.cfg.AdjustInterval {
+	look, early := d.lookAfterLocked()
+	if elapsed < look {
 		return
 	}
 	drained := d.drained.Load()
@@ -678,7 +746,7 @@ func (d *Drainer) tick(now time.Time) {
 	}
 	before := d.ctl.rate
 	good := max(0, float64(served)-float64(iv.drainedBad))
-	switch d.ctl.step(iv.ok, iv.bad, float64(served), good, elapsed) {
+	switch d.ctl.step(iv.ok, iv.bad, float64(served), good, elapsed, early) {
 	case decreased:
 		d.backoffs.Add(1)
 	case unchanged:
@@ -763,7 +831,9 @@ func (d *Drainer) Run(ctx context.Context) error {
 type drainedKey struct{}
 
 // FromDrain reports whether ctx is the context of a message the drainer
-// handed to its handler (as opposed to live traffic).
+// handed to its handler (as opposed to live traffic). The drainer hands
+// over only messages whose metadata it found well formed
+// ([Queue.Malformed]), so the handler need not check them again.
 func FromDrain(ctx context.Context) bool {
 	if ctx == nil {
 		return false
@@ -821,7 +891,14 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 	if free <= 0 {
 		return d.rest(ctx, d.cfg.PollInterval) // a finishing handler wakes it
 	}
-	n := min(budget, d.lim.Burst(), int(tokens), free)
+	n := min(budget, d.lim.Burst(), int(tokens))
+	if free < n && free < max(1, cap(d.slots)/4) {
+		// Handlers hold most slots: wait for a quarter of them to free up
+		// (a finishing handler wakes it), so that a fetch, one round trip
+		// to the server, brings a batch rather than a message or two.
+		return d.rest(ctx, d.cfg.PollInterval)
+	}
+	n = min(n, free)
 	if d.share != nil {
 		// The shared in-flight bound: wait for a fair share of it, then
 		// look at the gate again (it may have closed meanwhile).

@@ -141,7 +141,9 @@ func (d *Drainer) runTurns(ctx context.Context) error {
 		}
 		// Queue for a lane with a full batch only: a partner whose rate
 		// has not refilled its bucket waits without one, so a turn is not
-		// spent on a message or two.
+		// spent on a message or two. While others wait for a lane, the
+		// bucket holds a second of the rate (widen).
+		d.widen(d.lanes.waiting())
 		want := min(d.cfg.Gate.Budget(), d.lim.Burst(), cap(d.slots)-len(d.slots))
 		if want < 1 {
 			d.sleep(ctx, d.cfg.PollInterval) // a finishing handler wakes it

@@ -1,0 +1,334 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/floodgate-go/floodgate"
+	"github.com/floodgate-go/floodgate/jsq"
+	"github.com/floodgate-go/floodgate/retryqueue"
+)
+
+// drainPartnerMeta is the metadata key holding a benchmark message's
+// partner key.
+const drainPartnerMeta = "bench_partner"
+
+var errDrainOpen = errors.New("bench: partner open")
+
+// drainRun is one variant's drain of a backlog: the delivery times by
+// partner, recorded by the handler, and the wall and CPU time until every
+// message was delivered and its ack confirmed.
+type drainRun struct {
+	start   time.Time
+	mu      sync.Mutex
+	times   map[string][]time.Duration
+	total   atomic.Int64
+	elapsed time.Duration
+	cpu     time.Duration
+}
+
+func (r *drainRun) delivered(partnerKey string) {
+	d := time.Since(r.start)
+	r.mu.Lock()
+	r.times[partnerKey] = append(r.times[partnerKey], d)
+	r.mu.Unlock()
+	r.total.Add(1)
+}
+
+// drainVariant drains a retry backlog of partners × each messages, stored
+// by fill, to a no-op partner.
+type drainVariant struct {
+	name string
+	run  func(b *testing.B, ctx context.Context, js jetstream.JetStream, prefix string, partners []string, each int) *drainRun
+}
+
+var drainVariants = []drainVariant{
+	{"floodgate", drainFloodgate},
+	{"plain", drainPlain},
+}
+
+// BenchmarkDrain drains a retry backlog of about b.N messages of 800 B,
+// split equally among 1, 10 and 100 partners, to a no-op (fast) partner,
+// through each variant in turn on one embedded JetStream server (file
+// storage), the order rotated from round to round:
+//
+//   - floodgate: floodgate.New with its defaults (the per-partner drain,
+//     [retryqueue.PartnerDrainer], through the guarding middleware), the
+//     backlog diverted by [retryqueue.Queue.RouteTo] before the router
+//     starts;
+//   - plain: one durable pull consumer on a retry stream of the same kind
+//     holding the same messages (also stored by RouteTo), read with
+//     Messages (batch 256) by 64 workers that each deliver and DoubleAck:
+//     the same ack guarantee, no breaker and no rate control.
+//
+// It reports per variant: msg/s (aggregate, from start to the last ack
+// confirmed), p-min-msg/s and p-med-msg/s (each partner's backlog over the
+// time to its last delivery: the slowest and the median partner),
+// cpu-ns/msg (getrusage, server included), t80-ms (the time from start to
+// the end of the first 100 ms window whose delivery rate reached 80 % of
+// the steady rate: the median 100 ms window rate over the second half of
+// the drain) and the ratio floodgate/plain of msg/s. One op is one
+// message through both variants. Run it with -benchtime=200000x (see
+// BENCHMARKS.md).
+func BenchmarkDrain(b *testing.B) {
+	for _, partners := range []int{1, 10, 100} {
+		b.Run(fmt.Sprintf("partners=%d", partners), func(b *testing.B) {
+			_, js := e2eServer(b)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+			defer cancel()
+			round := e2eRound.Add(1)
+			each := max(1, b.N/partners)
+			keys := make([]string, partners)
+			for i := range keys {
+				keys[i] = fmt.Sprintf("partner-%03d", i)
+			}
+			runs := map[string]*drainRun{}
+			b.ResetTimer()
+			for i := range drainVariants {
+				v := drainVariants[(i+int(round))%len(drainVariants)]
+				prefix := fmt.Sprintf("drain_%d_%d_%s", os.Getpid(), round, v.name)
+				runs[v.name] = v.run(b, ctx, js, prefix, keys, each)
+			}
+			b.StopTimer()
+			total := float64(partners * each)
+			for _, v := range drainVariants {
+				r := runs[v.name]
+				pmin, pmed := r.partnerRates(each)
+				b.ReportMetric(total/r.elapsed.Seconds(), v.name+"-msg/s")
+				b.ReportMetric(pmin, v.name+"-p-min-msg/s")
+				b.ReportMetric(pmed, v.name+"-p-med-msg/s")
+				b.ReportMetric(float64(r.cpu.Nanoseconds())/total, v.name+"-cpu-ns/msg")
+				b.ReportMetric(r.t80().Seconds()*1000, v.name+"-t80-ms")
+			}
+			b.ReportMetric(runs["plain"].elapsed.Seconds()/runs["floodgate"].elapsed.Seconds(), "floodgate/plain-rate")
+		})
+	}
+}
+
+// partnerRates returns the slowest and the median partner's drain rate:
+// each over the time to its last delivery.
+func (r *drainRun) partnerRates(each int) (minRate, median float64) {
+	var rates []float64
+	for _, ts := range r.times {
+		rates = append(rates, float64(each)/slices.Max(ts).Seconds())
+	}
+	if len(rates) == 0 {
+		return 0, 0
+	}
+	slices.Sort(rates)
+	return rates[0], rates[len(rates)/2]
+}
+
+// t80 returns the end of the first 100 ms window whose delivery rate reached
+// 80 % of the steady rate (the median window rate over the drain's second
+// half); 0 when the drain took less than two windows.
+func (r *drainRun) t80() time.Duration {
+	const win = 100 * time.Millisecond
+	var all []time.Duration
+	for _, ts := range r.times {
+		all = append(all, ts...)
+	}
+	if len(all) == 0 {
+		return 0
+	}
+	n := int(slices.Max(all)/win) + 1
+	if n < 2 {
+		return 0
+	}
+	counts := make([]int, n)
+	for _, t := range all {
+		counts[int(t/win)]++
+	}
+	// The last window is partial: leave it out of the steady rate.
+	steady := slices.Clone(counts[n/2 : max(n/2+1, n-1)])
+	slices.Sort(steady)
+	target := 0.8 * float64(steady[len(steady)/2])
+	for i, c := range counts {
+		if float64(c) >= target {
+			return time.Duration(i+1) * win
+		}
+	}
+	return time.Duration(n) * win
+}
+
+// drainFill diverts each message of each partner into q (16 publishers).
+func drainFill(b *testing.B, ctx context.Context, q *retryqueue.Queue, partners []string, each int) {
+	body := make([]byte, e2eBody)
+	for i := range body {
+		body[i] = 'a' + byte(i%26)
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(partners)*each {
+					return
+				}
+				key := partners[i%len(partners)]
+				m := message.NewMessage(watermill.NewUUID(), body)
+				m.Metadata.Set(drainPartnerMeta, key)
+				if _, err := q.RouteTo(ctx, m, key, retryqueue.ReasonOpen, errDrainOpen); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if b.Failed() {
+		b.FailNow()
+	}
+}
+
+// drainAwait waits until r has every message and the stream is empty (every
+// ack confirmed; the retry stream has work-queue retention).
+func drainAwait(b *testing.B, ctx context.Context, js jetstream.JetStream, stream string, r *drainRun, n int, name string) {
+	for r.total.Load() < int64(n) || drainStored(ctx, js, stream) > 0 {
+		if ctx.Err() != nil {
+			b.Fatalf("%s: %d of %d messages delivered", name, r.total.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func drainStored(ctx context.Context, js jetstream.JetStream, stream string) uint64 {
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		return 1
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		return 1
+	}
+	return info.State.Msgs
+}
+
+func drainQueueConfig(prefix string) retryqueue.Config {
+	return retryqueue.Config{RetryTopic: prefix, DeadLetterTopic: prefix + "_dead", PayloadBucket: prefix + "_payload"}
+}
+
+func drainCleanup(b *testing.B, js jetstream.JetStream, prefix string) {
+	b.Cleanup(func() {
+		ctx := context.Background()
+		_ = js.DeleteStream(ctx, prefix)
+		_ = js.DeleteStream(ctx, prefix+"_dead")
+		_ = js.DeleteObjectStore(ctx, prefix+"_payload")
+	})
+}
+
+// drainFloodgate is the floodgate variant: floodgate.New with defaults.
+func drainFloodgate(b *testing.B, ctx context.Context, js jetstream.JetStream, prefix string, partners []string, each int) *drainRun {
+	b.StopTimer()
+	drainCleanup(b, js, prefix)
+	run := &drainRun{times: map[string][]time.Duration{}}
+	live := gochannel.NewGoChannel(gochannel.Config{}, watermill.NopLogger{})
+	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	f, err := floodgate.New(ctx, router, floodgate.Config{
+		Name: prefix, Topic: prefix + "_live", Subscriber: live, JetStream: js,
+		PartnerKey: func(m *message.Message) string { return m.Metadata.Get(drainPartnerMeta) },
+		Deliver: func(m *message.Message) error {
+			key, ok := retryqueue.DrainedPartner(m.Context(), m)
+			if !ok {
+				key = m.Metadata.Get(drainPartnerMeta)
+			}
+			run.delivered(key)
+			return nil
+		},
+		Queue: drainQueueConfig(prefix),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = f.Close() }()
+	drainFill(b, ctx, f.Queue(), partners, each)
+	b.StartTimer()
+	run.start, run.cpu = time.Now(), cpuTime()
+	done := make(chan error, 1)
+	go func() { done <- router.Run(ctx) }()
+	drainAwait(b, ctx, js, prefix, run, len(partners)*each, "floodgate")
+	run.elapsed, run.cpu = time.Since(run.start), cpuTime()-run.cpu
+	b.StopTimer()
+	_ = router.Close()
+	<-done
+	b.StartTimer()
+	return run
+}
+
+// drainPlain is the plain variant: one pull consumer, 64 workers, DoubleAck.
+func drainPlain(b *testing.B, ctx context.Context, js jetstream.JetStream, prefix string, partners []string, each int) *drainRun {
+	b.StopTimer()
+	drainCleanup(b, js, prefix)
+	run := &drainRun{times: map[string][]time.Duration{}}
+	pub, err := jsq.NewPublisher(jsq.PublisherConfig{Conn: js.Conn()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	qcfg := drainQueueConfig(prefix)
+	qcfg.Publisher, qcfg.Service = pub, "plain"
+	if err := retryqueue.Provision(ctx, js, qcfg); err != nil {
+		b.Fatal(err)
+	}
+	q, err := retryqueue.New(qcfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	drainFill(b, ctx, q, partners, each)
+	b.StartTimer()
+	run.start, run.cpu = time.Now(), cpuTime()
+	cons, err := js.CreateConsumer(ctx, prefix, jetstream.ConsumerConfig{
+		Durable: "plain", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxAckPending: -1,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(256))
+	if err != nil {
+		b.Fatal(err)
+	}
+	work := make(chan jetstream.Msg, 64)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Go(func() {
+			for m := range work {
+				run.delivered(m.Headers().Get(drainPartnerMeta))
+				if err := m.DoubleAck(ctx); err != nil {
+					b.Error(err)
+				}
+			}
+		})
+	}
+	go func() {
+		defer close(work)
+		for {
+			m, err := it.Next()
+			if err != nil {
+				return
+			}
+			work <- m
+		}
+	}()
+	drainAwait(b, ctx, js, prefix, run, len(partners)*each, "plain")
+	run.elapsed, run.cpu = time.Since(run.start), cpuTime()-run.cpu
+	b.StopTimer()
+	it.Stop()
+	wg.Wait()
+	b.StartTimer()
+	return run
+}
