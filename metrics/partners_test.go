@@ -130,7 +130,8 @@ func TestPartnerLabelsCapAndForget(t *testing.T) {
 	g := gather(t, reg)
 	g.expect(t, "capped",
 		want{metrics.NameCalls, []string{"outcome", "success", "partner", "a"}, 1},
-		want{metrics.NameDeliveryLatency, []string{"partner", "a"}, 1},
+		want{metrics.NameDeliveryLatency, []string{"outcome", "success", "partner", "a"}, 1},
+		want{metrics.NameDeliveryLatency, []string{"outcome", "failure", "partner", "a"}, 0}, // present from the start
 		want{metrics.NameCalls, []string{"outcome", "rejected", "partner", "b"}, 1},
 		want{metrics.NameDiverted, []string{"partner", "b", "reason", "open"}, 1},
 		want{metrics.NameCalls, []string{"outcome", "rejected", "partner", "_other"}, 1},

@@ -218,6 +218,9 @@ func (m *Metrics) collectBreakers(ch chan<- prometheus.Metric) {
 		gauge(m.window, s.OpenWindow.Seconds(), label)
 		gauge(m.consecutive, float64(s.ConsecutiveTrips), label)
 		ch <- prometheus.MustNewConstMetric(m.stale, prometheus.CounterValue, float64(s.Stale), label)
+		fail, slow := windowRatios(s, w.b.Config().MinimumCalls)
+		gauge(m.failureRatio, fail, label)
+		gauge(m.slowRatio, slow, label)
 	}
 	if others > 0 {
 		for i, st := range states {
@@ -225,6 +228,22 @@ func (m *Metrics) collectBreakers(ch chan<- prometheus.Metric) {
 		}
 		gauge(m.probes, float64(otherProbes), PartnerOther)
 	}
+}
+
+// windowRatios returns the failure and slow-call ratios (0..1) of a
+// breaker's sliding window from its snapshot s, as the breaker's trip rule
+// judges them against FailureRateThreshold and SlowCallRateThreshold
+// (package breaker: Failures/Calls and SlowCalls/Calls of the closed
+// window), or [RatioNotJudged] for both when the rule does not judge them:
+// s is not closed (forced open included), or the window holds fewer than
+// minCalls (the breaker's MinimumCalls) calls. A slow call is one whose
+// reported latency exceeded SlowCallDuration; a call reported without a
+// latency is never slow.
+func windowRatios(s breaker.Snapshot, minCalls int) (failure, slow float64) {
+	if s.State != breaker.StateClosed || s.Calls <= 0 || s.Calls < minCalls {
+		return RatioNotJudged, RatioNotJudged
+	}
+	return float64(s.Failures) / float64(s.Calls), float64(s.SlowCalls) / float64(s.Calls)
 }
 
 func stateIndex(s breaker.State) int {
