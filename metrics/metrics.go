@@ -142,6 +142,10 @@ type Metrics struct {
 	queue    *retryqueue.Queue
 	drains   []drainSource
 	drainers map[string]bool // tokens of WatchDrainer
+	partial  bool            // a WatchDrains source: it reports running drains only
+
+	dmu       sync.Mutex                       // guards lastDrain
+	lastDrain map[string]retryqueue.DrainStats // by label, the drain counters last exported
 }
 
 // series are the counters of one partner label, bound once.
@@ -210,6 +214,8 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		labels:   map[string]*series{},
 		breakers: map[string]*breaker.Breaker{},
 		drainers: map[string]bool{},
+
+		lastDrain: map[string]retryqueue.DrainStats{},
 	}
 	m.other = m.newSeries(PartnerOther, m.defaultSlow())
 	m.none = m.newSeries(PartnerNone, m.defaultSlow())
@@ -430,6 +436,9 @@ func (m *Metrics) Forget(token string) {
 	m.transitions.DeletePartialMatch(match)
 	m.nacked.DeletePartialMatch(match)
 	m.latency.DeletePartialMatch(match)
+	m.dmu.Lock()
+	delete(m.lastDrain, label)
+	m.dmu.Unlock()
 }
 
 // Partners returns the number of partners with a label of their own (at

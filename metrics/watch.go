@@ -149,12 +149,20 @@ func (m *Metrics) WatchDrainer(partnerKey string, d *retryqueue.Drainer) error {
 
 // WatchDrains makes every scrape call read (with a context bounded by
 // [Options.ScrapeTimeout]) for the state of drains per partner: the seam
-// for a drainer of many partners. Samples of one partner are summed;
-// partners without a label of their own are summed under [PartnerOther]
-// for the backlog and the rate limit, and left out of
+// for a drainer of many partners, which reports the drains running now
+// ([retryqueue.PartnerDrainer.Partners]). Samples of one partner are
+// summed; partners without a label of their own are summed under
+// [PartnerOther] for the backlog and the rate limit, and left out of
 // floodgate_drained_total (a sum of counters over a changing set of
-// partners is no counter). read must be safe for concurrent use and
-// return promptly. It may be called more than once, adding sources.
+// partners is no counter). A partner with a label of its own that no
+// source reports has no drain running: its backlog and rate limit are
+// exported as 0 and its floodgate_drained_total at the values last
+// exported (0 before its first drain), so its series exist before its
+// first drain and between drains. (Counts a drain made after the last
+// scrape before it stopped are not seen; a new drain's counters start
+// from 0, which Prometheus's rate() reads as a counter reset.) read must
+// be safe for concurrent use and return promptly. It may be called more
+// than once, adding sources.
 func (m *Metrics) WatchDrains(read func(ctx context.Context) []DrainSample) error {
 	if m == nil {
 		return nil
@@ -165,6 +173,7 @@ func (m *Metrics) WatchDrains(read func(ctx context.Context) []DrainSample) erro
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
 	m.drains = append(m.drains, read)
+	m.partial = true
 	return nil
 }
 
@@ -268,11 +277,13 @@ type drainAgg struct {
 	rate       float64
 	backlog    uint64
 	hasBacklog bool
+	idle       bool // no drain running: counters as last exported
 }
 
 func (m *Metrics) collectDrains(ch chan<- prometheus.Metric) {
 	m.wmu.Lock()
 	srcs := append([]drainSource(nil), m.drains...)
+	partial := m.partial
 	m.wmu.Unlock()
 	if len(srcs) == 0 {
 		return
@@ -305,8 +316,25 @@ func (m *Metrics) collectDrains(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+	if partial { // the labelled partners with no drain running
+		m.mu.RLock()
+		for label := range m.labels {
+			if aggs[label] == nil {
+				aggs[label] = &drainAgg{hasBacklog: true, idle: true}
+				order = append(order, label)
+			}
+		}
+		m.mu.RUnlock()
+	}
+	m.dmu.Lock()
+	defer m.dmu.Unlock()
 	for _, label := range order {
 		a := aggs[label]
+		if a.idle {
+			a.stats = m.lastDrain[label]
+		} else if label != PartnerOther {
+			m.lastDrain[label] = a.stats
+		}
 		ch <- prometheus.MustNewConstMetric(m.drainRate, prometheus.GaugeValue, a.rate, label)
 		if a.hasBacklog {
 			ch <- prometheus.MustNewConstMetric(m.backlog, prometheus.GaugeValue, float64(a.backlog), label)
