@@ -213,6 +213,7 @@ func TestPrometheusScrapesTheExamples(t *testing.T) {
 		t.Fatal("prometheus: no configuration mounted at /etc/prometheus/prometheus.yml")
 	}
 	var cfg struct {
+		RuleFiles     []string `yaml:"rule_files"`
 		ScrapeConfigs []struct {
 			JobName       string `yaml:"job_name"`
 			MetricsPath   string `yaml:"metrics_path"`
@@ -236,6 +237,15 @@ func TestPrometheusScrapesTheExamples(t *testing.T) {
 				}
 			}
 		}
+	}
+	// Rule files (relative to the configuration's directory) are mounted.
+	for _, rf := range cfg.RuleFiles {
+		if _, ok := mount(c.Services["prometheus"], "/etc/prometheus/"+rf); !ok {
+			t.Errorf("prometheus: rule file %s is not mounted at /etc/prometheus/%s", rf, rf)
+		}
+	}
+	if len(cfg.RuleFiles) == 0 {
+		t.Error("prometheus: no rule_files (deploy/prometheus/alerts.yml)")
 	}
 	for _, name := range examples {
 		if !targets[name+":9090"] {

@@ -1,7 +1,10 @@
 // Package deploy holds no code: its tests check the deployment files
-// (docker-compose.yml, Dockerfile, deploy/prometheus, deploy/grafana) and keep
-// the generated parts of README.md (the configuration reference and the
-// strategy table) in step with the code.
+// (docker-compose.yml, Dockerfile, deploy/prometheus, deploy/grafana), run a
+// real Prometheus server (Debian's prometheus package: skipped when missing,
+// failing under CI=true) against a floodgate pipeline to evaluate every
+// dashboard query, check the alerting rules and the exposition with
+// promtool, and keep README.md's metrics table and generated parts (the
+// configuration reference and the strategy table) in step with the code.
 //
 // Regenerate the README's generated sections after changing a Config doc
 // comment or the simulator's table:

@@ -59,6 +59,16 @@
 //	floodgate_breaker_open_window_seconds{partner}        gauge, the current (or last) jittered open window
 //	floodgate_breaker_consecutive_trips{partner}          gauge, trips since the last clean close
 //	floodgate_breaker_stale_results_total{partner}        counter, results discarded as from an earlier generation
+//	floodgate_breaker_failure_ratio{partner}              gauge, 0..1 failure ratio of the closed window, -1 while not judged
+//	floodgate_breaker_slow_call_ratio{partner}            gauge, 0..1 slow-call ratio of the closed window, -1 while not judged
+//
+// The two window ratios are what the trip rule compares to the breaker's
+// FailureRateThreshold and SlowCallRateThreshold, so an alert on them fires
+// before the breaker trips (deploy/prometheus/alerts.yml has examples).
+// They are [RatioNotJudged] (-1, as resilience4j reports) while the
+// window holds fewer than MinimumCalls calls and while the breaker is not
+// closed: the series exist from the first scrape, and a threshold alert
+// never fires on too little evidence.
 //
 // Counted by a transition listener ([Metrics.ObserveTransition], or the
 // one [Metrics.WatchBreaker] adds); trips are the transitions to open:
@@ -69,7 +79,7 @@
 // calls alike, since the drainer runs the same guarded handler):
 //
 //	floodgate_calls_total{partner,outcome}                counter: success, failure, slow, neutral, rejected
-//	floodgate_delivery_latency_seconds{partner}           histogram of admitted calls' handler time
+//	floodgate_delivery_latency_seconds{partner,outcome}   histogram of admitted calls' handler time: success, failure, slow, neutral
 //	floodgate_diverted_total{partner,reason}              counter: open, probe-limit, ramp, failure, ordering, not-attempted, partner-limit, bulkhead, other
 //	floodgate_dead_lettered_total{partner,reason}         counter: permanent, malformed, max-attempts, max-age, too-large, max-deliver, route-mismatch, no-partner, partner-key-too-long, partner-config, other
 //	floodgate_nacked_total{partner}                       counter: outcomes that could not be made durable

@@ -38,7 +38,9 @@ const (
 	PartnerNone = "_none"
 )
 
-// Values of the outcome label of floodgate_calls_total.
+// Values of the outcome label of floodgate_calls_total and (all but
+// OutcomeRejected: a rejected call has no latency)
+// floodgate_delivery_latency_seconds.
 const (
 	OutcomeSuccess  = "success"
 	OutcomeFailure  = "failure"
@@ -56,6 +58,8 @@ const (
 	NameOpenWindow         = "floodgate_breaker_open_window_seconds"
 	NameConsecutiveTrips   = "floodgate_breaker_consecutive_trips"
 	NameStaleResults       = "floodgate_breaker_stale_results_total"
+	NameFailureRatio       = "floodgate_breaker_failure_ratio"
+	NameSlowCallRatio      = "floodgate_breaker_slow_call_ratio"
 	NameCalls              = "floodgate_calls_total"
 	NameDeliveryLatency    = "floodgate_delivery_latency_seconds"
 	NameDiverted           = "floodgate_diverted_total"
@@ -72,7 +76,7 @@ const (
 func Names() []string {
 	names := []string{
 		NameAdmittedRatio, NameBreakerState, NameConsecutiveTrips, NameOpenWindow,
-		NameProbesInFlight, NameStaleResults, NameTransitions,
+		NameProbesInFlight, NameStaleResults, NameTransitions, NameFailureRatio, NameSlowCallRatio,
 		NameCalls, NameDeadLettered, NameDeliveryLatency, NameDiverted,
 		NameDrainRateLimit, NameDrained, NameNacked, NameRetryBacklog,
 		NameRetryPublishErrors,
@@ -81,8 +85,18 @@ func Names() []string {
 	return names
 }
 
+// RatioNotJudged is the value of floodgate_breaker_failure_ratio and
+// floodgate_breaker_slow_call_ratio while the breaker does not judge its
+// rates: its window holds fewer than the breaker's MinimumCalls calls, or
+// it is not closed (open, forced open included, or half-open, whose
+// policy judges its own steps). As in resilience4j, whose
+// circuit breaker metrics report -1 then; a threshold alert
+// (ratio >= x, x > 0) never fires on it.
+const RatioNotJudged = -1
+
 var (
 	outcomes      = []string{OutcomeSuccess, OutcomeFailure, OutcomeSlow, OutcomeNeutral, OutcomeRejected}
+	timedOutcomes = []string{OutcomeSuccess, OutcomeFailure, OutcomeSlow, OutcomeNeutral} // admitted calls
 	divertReasons = []string{string(retryqueue.ReasonOpen), string(retryqueue.ReasonProbeLimit), string(retryqueue.ReasonRamp),
 		string(retryqueue.ReasonFailure), string(retryqueue.ReasonOrdering), string(retryqueue.ReasonNotAttempted),
 		middleware.ReasonPartnerLimit, middleware.ReasonBulkhead}
@@ -112,6 +126,7 @@ type Metrics struct {
 	latency                                    *prometheus.HistogramVec
 
 	state, probes, ratio, window, consecutive, stale *prometheus.Desc
+	failureRatio, slowRatio                          *prometheus.Desc
 	publishErrors, backlog, drained, drainRate       *prometheus.Desc
 
 	// mu guards labels. It is held (for reading) across every update of a
@@ -127,6 +142,10 @@ type Metrics struct {
 	queue    *retryqueue.Queue
 	drains   []drainSource
 	drainers map[string]bool // tokens of WatchDrainer
+	partial  bool            // a WatchDrains source: it reports running drains only
+
+	dmu       sync.Mutex                       // guards lastDrain
+	lastDrain map[string]retryqueue.DrainStats // by label, the drain counters last exported
 }
 
 // series are the counters of one partner label, bound once.
@@ -137,7 +156,7 @@ type series struct {
 	diverted map[string]prometheus.Counter
 	dead     map[string]prometheus.Counter
 	nacked   prometheus.Counter
-	latency  prometheus.Observer
+	latency  map[string]prometheus.Observer // by outcome
 }
 
 // New builds the metrics and registers them on reg. It returns an error
@@ -175,15 +194,17 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 			LabelFrom, LabelTo),
 		nacked: counter(NameNacked, "Messages nacked because their diversion or dead letter was not confirmed, or their context was done before admission; the broker redelivers them."),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: NameDeliveryLatency, ConstLabels: cl,
-			Help:    "Handler time of admitted calls (delivery latency) by partner, in seconds.",
-			Buckets: opts.LatencyBuckets}, []string{LabelPartner}),
+			Help:    "Handler time of admitted calls (delivery latency) by partner and outcome (success, failure, slow, neutral, as in floodgate_calls_total), in seconds.",
+			Buckets: opts.LatencyBuckets}, []string{LabelPartner, LabelOutcome}),
 
-		state:       desc(NameBreakerState, "Breaker state: 1 for the partner's current state, 0 for the others; for partner=\"_other\", the number of unlabelled partners in each state.", LabelState),
-		probes:      desc(NameProbesInFlight, "Half-open admissions not yet reported."),
-		ratio:       desc(NameAdmittedRatio, "Ratio of offered calls the breaker admits, 0 to 1: 1 closed, 0 open or probing, the ramp or adaptive share in between."),
-		window:      desc(NameOpenWindow, "The current (or last) jittered open window, in seconds."),
-		consecutive: desc(NameConsecutiveTrips, "Trips since the last clean close (the open-window ladder's position)."),
-		stale:       desc(NameStaleResults, "Results discarded because their call was admitted in an earlier state period (generation)."),
+		state:        desc(NameBreakerState, "Breaker state: 1 for the partner's current state, 0 for the others; for partner=\"_other\", the number of unlabelled partners in each state.", LabelState),
+		probes:       desc(NameProbesInFlight, "Half-open admissions not yet reported."),
+		ratio:        desc(NameAdmittedRatio, "Ratio of offered calls the breaker admits, 0 to 1: 1 closed, 0 open or probing, the ramp or adaptive share in between."),
+		window:       desc(NameOpenWindow, "The current (or last) jittered open window, in seconds."),
+		consecutive:  desc(NameConsecutiveTrips, "Trips since the last clean close (the open-window ladder's position)."),
+		stale:        desc(NameStaleResults, "Results discarded because their call was admitted in an earlier state period (generation)."),
+		failureRatio: desc(NameFailureRatio, "Failure ratio of the closed breaker's sliding window, 0 to 1, as the trip rule compares it to FailureRateThreshold; -1 while not judged (fewer than MinimumCalls calls, or not closed)."),
+		slowRatio:    desc(NameSlowCallRatio, "Slow-call ratio of the closed breaker's sliding window, 0 to 1 (calls slower than SlowCallDuration), as the trip rule compares it to SlowCallRateThreshold; -1 while not judged (fewer than MinimumCalls calls, or not closed)."),
 
 		publishErrors: prometheus.NewDesc(NameRetryPublishErrors, "Diversions and dead letters of the retry queue that JetStream did not confirm (the source was nacked).", nil, cl),
 		backlog:       desc(NameRetryBacklog, "Retry backlog: messages on the drain's consumer not yet delivered plus delivered and not yet acked."),
@@ -193,6 +214,8 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		labels:   map[string]*series{},
 		breakers: map[string]*breaker.Breaker{},
 		drainers: map[string]bool{},
+
+		lastDrain: map[string]retryqueue.DrainStats{},
 	}
 	m.other = m.newSeries(PartnerOther, m.defaultSlow())
 	m.none = m.newSeries(PartnerNone, m.defaultSlow())
@@ -207,9 +230,12 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 func (m *Metrics) newSeries(label string, slow time.Duration) *series {
 	s := &series{label: label, slow: slow,
 		outcome: map[string]prometheus.Counter{}, diverted: map[string]prometheus.Counter{}, dead: map[string]prometheus.Counter{},
-		nacked: m.nacked.WithLabelValues(label), latency: m.latency.WithLabelValues(label)}
+		nacked: m.nacked.WithLabelValues(label), latency: map[string]prometheus.Observer{}}
 	for _, o := range outcomes {
 		s.outcome[o] = m.calls.WithLabelValues(label, o)
+	}
+	for _, o := range timedOutcomes {
+		s.latency[o] = m.latency.WithLabelValues(label, o)
 	}
 	for _, r := range slices.Concat(divertReasons, []string{reasonOther}) {
 		s.diverted[r] = m.diverted.WithLabelValues(label, r)
@@ -233,7 +259,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.nacked.Describe(ch)
 	m.latency.Describe(ch)
 	for _, d := range []*prometheus.Desc{m.state, m.probes, m.ratio, m.window, m.consecutive, m.stale,
-		m.publishErrors, m.backlog, m.drained, m.drainRate} {
+		m.failureRatio, m.slowRatio, m.publishErrors, m.backlog, m.drained, m.drainRate} {
 		ch <- d
 	}
 }
@@ -410,6 +436,9 @@ func (m *Metrics) Forget(token string) {
 	m.transitions.DeletePartialMatch(match)
 	m.nacked.DeletePartialMatch(match)
 	m.latency.DeletePartialMatch(match)
+	m.dmu.Lock()
+	delete(m.lastDrain, label)
+	m.dmu.Unlock()
 }
 
 // Partners returns the number of partners with a label of their own (at

@@ -226,6 +226,8 @@ func TestScrapeAfterTripAndRecovery(t *testing.T) {
 		{"floodgate_breaker_transitions_total", []string{"from", "closed", "to", "open"}, 1},
 		{"floodgate_calls_total", []string{"outcome", "rejected"}, 3},
 		{"floodgate_retry_backlog_messages", nil, 5},
+		{"floodgate_breaker_failure_ratio", nil, metrics.RatioNotJudged},
+		{"floodgate_breaker_slow_call_ratio", nil, metrics.RatioNotJudged},
 	})
 
 	clock.Advance(time.Second) // the open window ends: half-open on the timer
@@ -276,7 +278,14 @@ func TestScrapeAfterTripAndRecovery(t *testing.T) {
 		{"floodgate_dead_lettered_total", []string{"reason", "max-deliver"}, 0},
 		{"floodgate_diverted_total", []string{"reason", "not-attempted"}, 0},
 		{"floodgate_nacked_total", nil, 0},
-		{"floodgate_delivery_latency_seconds", nil, 8}, // admitted calls
+		// admitted calls, by outcome
+		{"floodgate_delivery_latency_seconds", []string{"outcome", "success"}, 4},
+		{"floodgate_delivery_latency_seconds", []string{"outcome", "slow"}, 1},
+		{"floodgate_delivery_latency_seconds", []string{"outcome", "failure"}, 2},
+		{"floodgate_delivery_latency_seconds", []string{"outcome", "neutral"}, 1},
+		// closed again with an empty window (the permanent error is neutral)
+		{"floodgate_breaker_failure_ratio", nil, metrics.RatioNotJudged},
+		{"floodgate_breaker_slow_call_ratio", nil, metrics.RatioNotJudged},
 		{"floodgate_retry_publish_errors_total", nil, 0},
 		{"floodgate_retry_backlog_messages", nil, 6},
 		{"floodgate_drained_total", []string{"result", "drained"}, 0},
@@ -284,17 +293,17 @@ func TestScrapeAfterTripAndRecovery(t *testing.T) {
 	})
 	var h *dto.Histogram
 	for _, s := range fams["floodgate_delivery_latency_seconds"].GetMetric() {
-		if s.GetLabel()[0].GetValue() == "default" {
+		if l := s.GetLabel(); l[0].GetValue() == "slow" && l[1].GetValue() == "default" { // outcome, partner
 			h = s.GetHistogram()
 		}
 	}
 	if h.GetSampleSum() != 0.2 {
-		t.Errorf("latency sum = %v s, want 0.2 (the one slow call)", h.GetSampleSum())
+		t.Errorf("slow calls' latency sum = %v s, want 0.2 (the one slow call)", h.GetSampleSum())
 	}
 	for _, bk := range h.GetBucket() {
-		want := uint64(7)
+		want := uint64(0)
 		if bk.GetUpperBound() >= 0.25 {
-			want = 8
+			want = 1
 		}
 		if bk.GetCumulativeCount() != want {
 			t.Errorf("latency bucket le=%v: %d, want %d", bk.GetUpperBound(), bk.GetCumulativeCount(), want)

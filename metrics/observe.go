@@ -24,8 +24,9 @@ func (m *Metrics) ObserveEvent(ev middleware.Event) {
 	}
 	m.with(ev.Partner, nil, func(s *series) {
 		if ev.Admitted {
-			s.latency.Observe(ev.Latency.Seconds())
-			s.outcome[s.admitted(ev)].Inc()
+			o := s.admitted(ev)
+			s.latency[o].Observe(ev.Latency.Seconds())
+			s.outcome[o].Inc()
 		}
 		switch ev.Action {
 		case middleware.Diverted:

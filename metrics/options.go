@@ -38,7 +38,8 @@ type Options struct {
 	// own: the first partners seen take the labels while there is room, a
 	// label is freed by [Metrics.Forget], and the others are counted under
 	// the partner label [PartnerOther]. Each labelled partner costs about
-	// 50 series (the latency histogram's buckets included).
+	// 110 series with the default buckets (the latency histogram's 15 per
+	// outcome included).
 	// Optional. Default 100. Valid range 1..10000.
 	MaxPartners int
 

@@ -3,7 +3,9 @@ package metrics_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -130,7 +132,8 @@ func TestPartnerLabelsCapAndForget(t *testing.T) {
 	g := gather(t, reg)
 	g.expect(t, "capped",
 		want{metrics.NameCalls, []string{"outcome", "success", "partner", "a"}, 1},
-		want{metrics.NameDeliveryLatency, []string{"partner", "a"}, 1},
+		want{metrics.NameDeliveryLatency, []string{"outcome", "success", "partner", "a"}, 1},
+		want{metrics.NameDeliveryLatency, []string{"outcome", "failure", "partner", "a"}, 0}, // present from the start
 		want{metrics.NameCalls, []string{"outcome", "rejected", "partner", "b"}, 1},
 		want{metrics.NameDiverted, []string{"partner", "b", "reason", "open"}, 1},
 		want{metrics.NameCalls, []string{"outcome", "rejected", "partner", "_other"}, 1},
@@ -381,5 +384,51 @@ func TestWatchDrains(t *testing.T) {
 	if _, ok := g.get(metrics.NameDrained, "partner", "_other", "result", "drained"); ok {
 		t.Error("drained_total{partner=_other} exported: a sum over a changing set is no counter")
 	}
+	lint(t, reg)
+}
+
+// Issue 15: a drainer of many partners reports only the drains running
+// now; a labelled partner without one keeps its drain series (backlog and
+// rate limit 0, counters as last exported, 0 before its first drain), so
+// dashboard queries have series before and between drains. Forget drops
+// them.
+func TestWatchDrainsBetweenDrains(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var running []metrics.DrainSample
+	set := func(s ...metrics.DrainSample) { mu.Lock(); running = s; mu.Unlock() }
+	if err := m.WatchDrains(func(context.Context) []metrics.DrainSample {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(running)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	m.ObserveEvent(middleware.Event{Partner: "acme", Action: middleware.Diverted, Reason: "open"})
+	gather(t, reg).expect(t, "before any drain",
+		want{metrics.NameDrained, []string{"partner", "acme", "result", "drained"}, 0},
+		want{metrics.NameRetryBacklog, []string{"partner", "acme"}, 0},
+		want{metrics.NameDrainRateLimit, []string{"partner", "acme"}, 0},
+	)
+	set(metrics.DrainSample{Partner: "acme", Stats: retryqueue.DrainStats{Drained: 4, Redelivered: 1}, Rate: 5, Backlog: 3, HasBacklog: true})
+	gather(t, reg).expect(t, "draining",
+		want{metrics.NameDrained, []string{"partner", "acme", "result", "drained"}, 4},
+		want{metrics.NameRetryBacklog, []string{"partner", "acme"}, 3},
+		want{metrics.NameDrainRateLimit, []string{"partner", "acme"}, 5},
+	)
+	set()
+	gather(t, reg).expect(t, "drain stopped",
+		want{metrics.NameDrained, []string{"partner", "acme", "result", "drained"}, 4},
+		want{metrics.NameDrained, []string{"partner", "acme", "result", "redelivered"}, 1},
+		want{metrics.NameRetryBacklog, []string{"partner", "acme"}, 0},
+		want{metrics.NameDrainRateLimit, []string{"partner", "acme"}, 0},
+	)
+	m.Forget("acme")
+	g := gather(t, reg)
+	g.absent(t, "forgotten", "acme")
 	lint(t, reg)
 }

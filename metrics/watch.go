@@ -149,12 +149,20 @@ func (m *Metrics) WatchDrainer(partnerKey string, d *retryqueue.Drainer) error {
 
 // WatchDrains makes every scrape call read (with a context bounded by
 // [Options.ScrapeTimeout]) for the state of drains per partner: the seam
-// for a drainer of many partners. Samples of one partner are summed;
-// partners without a label of their own are summed under [PartnerOther]
-// for the backlog and the rate limit, and left out of
+// for a drainer of many partners, which reports the drains running now
+// ([retryqueue.PartnerDrainer.Partners]). Samples of one partner are
+// summed; partners without a label of their own are summed under
+// [PartnerOther] for the backlog and the rate limit, and left out of
 // floodgate_drained_total (a sum of counters over a changing set of
-// partners is no counter). read must be safe for concurrent use and
-// return promptly. It may be called more than once, adding sources.
+// partners is no counter). A partner with a label of its own that no
+// source reports has no drain running: its backlog and rate limit are
+// exported as 0 and its floodgate_drained_total at the values last
+// exported (0 before its first drain), so its series exist before its
+// first drain and between drains. (Counts a drain made after the last
+// scrape before it stopped are not seen; a new drain's counters start
+// from 0, which Prometheus's rate() reads as a counter reset.) read must
+// be safe for concurrent use and return promptly. It may be called more
+// than once, adding sources.
 func (m *Metrics) WatchDrains(read func(ctx context.Context) []DrainSample) error {
 	if m == nil {
 		return nil
@@ -165,6 +173,7 @@ func (m *Metrics) WatchDrains(read func(ctx context.Context) []DrainSample) erro
 	m.wmu.Lock()
 	defer m.wmu.Unlock()
 	m.drains = append(m.drains, read)
+	m.partial = true
 	return nil
 }
 
@@ -218,6 +227,9 @@ func (m *Metrics) collectBreakers(ch chan<- prometheus.Metric) {
 		gauge(m.window, s.OpenWindow.Seconds(), label)
 		gauge(m.consecutive, float64(s.ConsecutiveTrips), label)
 		ch <- prometheus.MustNewConstMetric(m.stale, prometheus.CounterValue, float64(s.Stale), label)
+		fail, slow := windowRatios(s, w.b.Config().MinimumCalls)
+		gauge(m.failureRatio, fail, label)
+		gauge(m.slowRatio, slow, label)
 	}
 	if others > 0 {
 		for i, st := range states {
@@ -225,6 +237,22 @@ func (m *Metrics) collectBreakers(ch chan<- prometheus.Metric) {
 		}
 		gauge(m.probes, float64(otherProbes), PartnerOther)
 	}
+}
+
+// windowRatios returns the failure and slow-call ratios (0..1) of a
+// breaker's sliding window from its snapshot s, as the breaker's trip rule
+// judges them against FailureRateThreshold and SlowCallRateThreshold
+// (package breaker: Failures/Calls and SlowCalls/Calls of the closed
+// window), or [RatioNotJudged] for both when the rule does not judge them:
+// s is not closed (forced open included), or the window holds fewer than
+// minCalls (the breaker's MinimumCalls) calls. A slow call is one whose
+// reported latency exceeded SlowCallDuration; a call reported without a
+// latency is never slow.
+func windowRatios(s breaker.Snapshot, minCalls int) (failure, slow float64) {
+	if s.State != breaker.StateClosed || s.Calls <= 0 || s.Calls < minCalls {
+		return RatioNotJudged, RatioNotJudged
+	}
+	return float64(s.Failures) / float64(s.Calls), float64(s.SlowCalls) / float64(s.Calls)
 }
 
 func stateIndex(s breaker.State) int {
@@ -249,11 +277,13 @@ type drainAgg struct {
 	rate       float64
 	backlog    uint64
 	hasBacklog bool
+	idle       bool // no drain running: counters as last exported
 }
 
 func (m *Metrics) collectDrains(ch chan<- prometheus.Metric) {
 	m.wmu.Lock()
 	srcs := append([]drainSource(nil), m.drains...)
+	partial := m.partial
 	m.wmu.Unlock()
 	if len(srcs) == 0 {
 		return
@@ -286,8 +316,25 @@ func (m *Metrics) collectDrains(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+	if partial { // the labelled partners with no drain running
+		m.mu.RLock()
+		for label := range m.labels {
+			if aggs[label] == nil {
+				aggs[label] = &drainAgg{hasBacklog: true, idle: true}
+				order = append(order, label)
+			}
+		}
+		m.mu.RUnlock()
+	}
+	m.dmu.Lock()
+	defer m.dmu.Unlock()
 	for _, label := range order {
 		a := aggs[label]
+		if a.idle {
+			a.stats = m.lastDrain[label]
+		} else if label != PartnerOther {
+			m.lastDrain[label] = a.stats
+		}
 		ch <- prometheus.MustNewConstMetric(m.drainRate, prometheus.GaugeValue, a.rate, label)
 		if a.hasBacklog {
 			ch <- prometheus.MustNewConstMetric(m.backlog, prometheus.GaugeValue, float64(a.backlog), label)
