@@ -53,9 +53,9 @@
 // unlimited by default: see "Finite MaxDeliver"). It asks the server for
 // messages in batches, never for more than
 // [SubscriberConfig.Concurrency] + [SubscriberConfig.Prefetch] (default
-// 4×Concurrency) messages delivered and not yet settled, and hands them to
-// the Watermill router with at most Concurrency awaiting their outcome;
-// the rest wait in the subscriber, oldest first.
+// max(4×Concurrency, 32)) messages delivered and not yet settled, and
+// hands them to the Watermill router with at most Concurrency awaiting
+// their outcome; the rest wait in the subscriber, oldest first.
 //
 // A waiting message's AckWait runs on the server from its delivery. So
 // that none runs out, the subscriber sends an in-progress ack
