@@ -596,3 +596,50 @@ func TestNoRedeliveryBehindBlockedHandler(t *testing.T) {
 		t.Errorf("consumer: %d redelivered pending, ack floor %d; want 0, %d", info.NumRedelivered, info.AckFloor.Stream, len(ids))
 	}
 }
+
+// An ack the server does not confirm is logged with the message, not
+// lost silently: the consumer is deleted while the handler runs, so the
+// ack finds no responder (a 503 status on the confirmation subject).
+func TestAckNotConfirmedIsLogged(t *testing.T) {
+	e := setup(t)
+	logs := &errorLog{}
+	sub := e.subscriber(t, jsq.SubscriberConfig{Logger: logs})
+	started, release := make(chan struct{}), make(chan struct{})
+	runRouter(t, time.Second, e.topic, sub, func(m *message.Message) error {
+		close(started)
+		<-release
+		return nil
+	})
+	if err := e.pub.Publish(e.topic, message.NewMessage("m1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if err := e.js.DeleteConsumer(ctx(t), e.topic, jsq.DefaultConsumerName(e.topic)); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	natstest.Eventually(t, 10*time.Second, func() bool { return logs.has("ack not confirmed", "m1") }, "the unconfirmed ack of m1 logged")
+}
+
+// errorLog records the errors logged, safe for concurrent use.
+type errorLog struct {
+	watermill.NopLogger
+	mu   sync.Mutex
+	msgs []string // msg + " " + message_uuid
+}
+
+func (l *errorLog) Error(msg string, _ error, fields watermill.LogFields) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, fmt.Sprint(msg, " ", fields["message_uuid"]))
+}
+
+func (l *errorLog) With(watermill.LogFields) watermill.LoggerAdapter { return l }
+
+// has reports whether an error containing msg was logged for the message
+// with uuid.
+func (l *errorLog) has(msg, uuid string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.ContainsFunc(l.msgs, func(m string) bool { return strings.Contains(m, msg) && strings.HasSuffix(m, " "+uuid) })
+}
