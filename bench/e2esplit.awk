@@ -10,6 +10,8 @@
 		if (sub(/-msg\/s$/, "", v)) print name "/v=" v cpu " 1 " $i " msg/s"
 		else if (sub(/-cpu-ns\/msg$/, "", v)) print name "/v=" v cpu " 1 " $i " cpu-ns/msg"
 		else if (sub(/-B\/diverted$/, "", v)) print name "/v=" v cpu " 1 " $i " B/diverted"
+		else if (sub(/-allocs\/msg$/, "", v)) print name "/v=" v cpu " 1 " $i " allocs/msg"
+		else if (sub(/-goroutines\/msg$/, "", v)) print name "/v=" v cpu " 1 " $i " goroutines/msg"
 		else if (sub(/-p50-ns$/, "", v)) print name "/v=" v cpu " 1 " $i " p50-ns"
 		else if (sub(/-p99-ns$/, "", v)) print name "/v=" v cpu " 1 " $i " p99-ns"
 	}
