@@ -71,11 +71,13 @@
 // for its AckWait. For each message handed over:
 //
 //   - The handler returns nil: the router acks; the subscriber acks to the
-//     server and waits for the server's confirmation (DoubleAck) in the
-//     background while the next message is handed over; the
-//     subscription's channel closes only after every confirmation. If one
-//     fails (server gone) the error is logged and the server redelivers
-//     the message after AckWait: a duplicate, never a loss.
+//     server with a reply subject and awaits the server's confirmation (as
+//     DoubleAck does) in the background, on one subscription per
+//     subscription, while the next message is handed over; the
+//     subscription's channel closes only after every confirmation, or 5 s
+//     after the last ack. If one fails (server gone, consumer deleted) the
+//     error is logged and the server redelivers the message after AckWait:
+//     a duplicate, never a loss.
 //   - The handler returns an error (or panics): the router nacks; the
 //     subscriber naks with the delay of [SubscriberConfig.NakDelay] (default
 //     exponential in the delivery count), so a failing message does not
