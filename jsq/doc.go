@@ -72,8 +72,8 @@
 //
 //   - The handler returns nil: the router acks; the subscriber acks to the
 //     server with a reply subject and awaits the server's confirmation (as
-//     DoubleAck does) in the background, on one subscription per
-//     subscription, while the next message is handed over; the
+//     DoubleAck does) in the background, on one NATS subscription per
+//     [Subscriber.Subscribe], while the next message is handed over; the
 //     subscription's channel closes only after every confirmation, or 5 s
 //     after the last ack. If one fails (server gone, consumer deleted) the
 //     error is logged and the server redelivers the message after AckWait:
