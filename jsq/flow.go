@@ -38,7 +38,7 @@ type flow struct {
 	ready chan struct{} // cap 1: waiting may be non-empty
 	freed chan struct{} // cap 1: free grew, or a fetch failed
 
-	loops, fetches sync.WaitGroup
+	loops sync.WaitGroup
 }
 
 // waiting is a delivered message and when its AckWait started on the
@@ -107,7 +107,6 @@ func (f *flow) start() {
 // failed).
 func (f *flow) wait() {
 	f.loops.Wait()
-	f.fetches.Wait()
 	f.mu.Lock()
 	left := f.waiting
 	f.waiting = nil
@@ -119,8 +118,9 @@ func (f *flow) wait() {
 }
 
 // feed asks for a batch of the free credit, at most batch, whenever at
-// least chunk credit is free, backing off after a failed fetch (server
-// gone, consumer missing, ...).
+// least chunk credit is free and the previous batch is complete (filled or
+// expired), so messages arrive in the consumer's order, backing off after
+// a failed fetch (server gone, consumer missing, ...).
 func (f *flow) feed() {
 	for f.stop.Err() == nil {
 		f.mu.Lock()
@@ -153,18 +153,19 @@ func (f *flow) feed() {
 				f.settle(n, err)
 				continue
 			}
-			f.fetches.Go(func() {
-				defer cancel()
-				got := 0
-				for jm := range batch.Messages() {
-					got++
-					f.mu.Lock()
-					f.waiting = append(f.waiting, waiting{jm, time.Now()})
-					f.mu.Unlock()
-					signal(f.ready)
-				}
-				f.settle(n-got, batch.Error())
-			})
+			// One pull request at a time: the server spreads messages
+			// over concurrent requests in turn, so two would let the
+			// messages of one subscription overtake each other.
+			got := 0
+			for jm := range batch.Messages() {
+				got++
+				f.mu.Lock()
+				f.waiting = append(f.waiting, waiting{jm, time.Now()})
+				f.mu.Unlock()
+				signal(f.ready)
+			}
+			cancel()
+			f.settle(n-got, batch.Error())
 		}
 	}
 }

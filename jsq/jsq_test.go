@@ -643,3 +643,53 @@ func (l *errorLog) has(msg, uuid string) bool {
 	defer l.mu.Unlock()
 	return slices.ContainsFunc(l.msgs, func(m string) bool { return strings.Contains(m, msg) && strings.HasSuffix(m, " "+uuid) })
 }
+
+// Messages reach the handler in the consumer's order: the subscriber has
+// one pull request at a time on the server. With two, the server would
+// spread new messages over both in turn, and their batches could overtake
+// each other. After three messages trickled in and were acked, enough
+// credit is free for another pull while the first still waits for two
+// more; it must not be sent.
+func TestOnePullAtATimeKeepsOrder(t *testing.T) {
+	e := setup(t)
+	sub := e.subscriber(t, jsq.SubscriberConfig{Prefetch: 4, FetchWait: 20 * time.Second})
+	got := make(chan string, 64)
+	runRouter(t, time.Second, e.topic, sub, func(m *message.Message) error {
+		got <- m.UUID
+		return nil
+	})
+	name := jsq.DefaultConsumerName(e.topic)
+	var order []string
+	for i := range 3 {
+		id := fmt.Sprint("t", i)
+		if err := e.pub.Publish(e.topic, message.NewMessage(id, nil)); err != nil {
+			t.Fatal(err)
+		}
+		order = append(order, <-got)
+	}
+	natstest.Eventually(t, 10*time.Second, func() bool { return e.consumerInfo(t, name).AckFloor.Stream == 3 }, "3 acked")
+	for range 20 { // the old feeder's second pull followed within milliseconds
+		if w := e.consumerInfo(t, name).NumWaiting; w != 1 {
+			t.Fatalf("%d pull requests waiting on the server, want 1", w)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := 3; i < 40; i++ {
+		if err := e.pub.Publish(e.topic, message.NewMessage(fmt.Sprint("t", i), nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for len(order) < 40 {
+		select {
+		case id := <-got:
+			order = append(order, id)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("handled %d of 40", len(order))
+		}
+	}
+	for i, id := range order {
+		if id != fmt.Sprint("t", i) {
+			t.Fatalf("handling order %v, want t0..t39", order)
+		}
+	}
+}
