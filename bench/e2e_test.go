@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime/metrics"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -171,15 +172,35 @@ func cpuTime() time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
+// e2eWork counts the process's heap allocations and goroutines started.
+type e2eWork struct{ allocs, goroutines float64 }
+
+func readWork() e2eWork {
+	s := []metrics.Sample{{Name: "/gc/heap/allocs:objects"}, {Name: "/sched/goroutines-created:goroutines"}}
+	metrics.Read(s)
+	return e2eWork{float64(s[0].Value.Uint64()), float64(s[1].Value.Uint64())}
+}
+
+func (w e2eWork) minus(o e2eWork) e2eWork {
+	return e2eWork{w.allocs - o.allocs, w.goroutines - o.goroutines}
+}
+
+func (w e2eWork) per(n int) e2eWork {
+	return e2eWork{w.allocs / float64(n), w.goroutines / float64(n)}
+}
+
 var e2eRound atomic.Int64
 
 // BenchmarkEndToEnd consumes b.N stored messages of 800 B through each
 // variant in turn (one paired round per call, the order rotated from round
 // to round) on one embedded JetStream server, file storage, with a no-op
 // handler. Each variant has its own durable consumer on the same stream.
-// It reports, per variant, messages per second (<variant>-msg/s) and the
+// It reports, per variant, messages per second (<variant>-msg/s), the
 // process's CPU time per message (<variant>-cpu-ns/msg: getrusage, the
-// embedded server included), and the ratios of jsq+floodgate to the
+// embedded server included), the heap allocations and goroutines started
+// per message (<variant>-allocs/msg, -goroutines/msg: runtime/metrics,
+// server included; they hardly depend on the machine's load), and the
+// ratios of jsq+floodgate to the
 // watermill-nats baseline. One op is one message through all four
 // variants. Run it with -benchtime=20000x (see BENCHMARKS.md).
 func BenchmarkEndToEnd(b *testing.B) {
@@ -189,11 +210,14 @@ func BenchmarkEndToEnd(b *testing.B) {
 
 			rate := map[string]float64{}
 			cpu := map[string]float64{}
+			work := map[string]e2eWork{}
 			b.ResetTimer()
 			for i := range e2eVariants {
 				v := e2eVariants[(i+int(round))%len(e2eVariants)]
 				consumer := fmt.Sprintf("e2e_%d_%d", round, i)
+				w0 := readWork()
 				elapsed, used := e2eConsume(b, ctx, url, stream, topic, consumer, handlers, b.N, v)
+				work[v.name] = readWork().minus(w0).per(b.N)
 				rate[v.name] = float64(b.N) / elapsed.Seconds()
 				cpu[v.name] = float64(used.Nanoseconds()) / float64(b.N)
 			}
@@ -201,6 +225,8 @@ func BenchmarkEndToEnd(b *testing.B) {
 			for _, v := range e2eVariants {
 				b.ReportMetric(rate[v.name], v.name+"-msg/s")
 				b.ReportMetric(cpu[v.name], v.name+"-cpu-ns/msg")
+				b.ReportMetric(work[v.name].allocs, v.name+"-allocs/msg")
+				b.ReportMetric(work[v.name].goroutines, v.name+"-goroutines/msg")
 			}
 			b.ReportMetric(rate["jsq+floodgate"]/rate["wmnats"], "jsq+floodgate/wmnats-rate")
 			b.ReportMetric(cpu["jsq+floodgate"]/cpu["wmnats"], "jsq+floodgate/wmnats-cpu")

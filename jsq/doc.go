@@ -53,9 +53,9 @@
 // unlimited by default: see "Finite MaxDeliver"). It asks the server for
 // messages in batches, never for more than
 // [SubscriberConfig.Concurrency] + [SubscriberConfig.Prefetch] (default
-// 4×Concurrency) messages delivered and not yet settled, and hands them to
-// the Watermill router with at most Concurrency awaiting their outcome;
-// the rest wait in the subscriber, oldest first.
+// max(4×Concurrency, 32)) messages delivered and not yet settled, and
+// hands them to the Watermill router with at most Concurrency awaiting
+// their outcome; the rest wait in the subscriber, oldest first.
 //
 // A waiting message's AckWait runs on the server from its delivery. So
 // that none runs out, the subscriber sends an in-progress ack
@@ -71,11 +71,13 @@
 // for its AckWait. For each message handed over:
 //
 //   - The handler returns nil: the router acks; the subscriber acks to the
-//     server and waits for the server's confirmation (DoubleAck) in the
-//     background while the next message is handed over; the
-//     subscription's channel closes only after every confirmation. If one
-//     fails (server gone) the error is logged and the server redelivers
-//     the message after AckWait: a duplicate, never a loss.
+//     server with a reply subject and awaits the server's confirmation (as
+//     DoubleAck does) in the background, on one NATS subscription per
+//     [Subscriber.Subscribe], while the next message is handed over; the
+//     subscription's channel closes only after every confirmation, or 5 s
+//     after the last ack. If one fails (server gone, consumer deleted) the
+//     error is logged and the server redelivers the message after AckWait:
+//     a duplicate, never a loss.
 //   - The handler returns an error (or panics): the router nacks; the
 //     subscriber naks with the delay of [SubscriberConfig.NakDelay] (default
 //     exponential in the delivery count), so a failing message does not

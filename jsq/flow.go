@@ -24,7 +24,9 @@ type flow struct {
 	cons       jetstream.Consumer
 	d          Delivery
 	out        chan<- *message.Message
+	acks       *acks
 	chunk      int           // smallest batch worth a pull request
+	batch      int           // largest batch of a pull request
 	fetchWait  time.Duration // expiry of a pull request
 
 	mu       sync.Mutex
@@ -36,7 +38,7 @@ type flow struct {
 	ready chan struct{} // cap 1: waiting may be non-empty
 	freed chan struct{} // cap 1: free grew, or a fetch failed
 
-	loops, fetches, acks sync.WaitGroup
+	loops sync.WaitGroup
 }
 
 // waiting is a delivered message and when its AckWait started on the
@@ -49,16 +51,29 @@ type waiting struct {
 // onNewFlow, when set (by tests only), sees each subscription's flow.
 var onNewFlow atomic.Pointer[func(*flow)]
 
-func newFlow(s *Subscriber, stop, base context.Context, cons jetstream.Consumer, d Delivery, out chan<- *message.Message) *flow {
+func newFlow(s *Subscriber, stop, base context.Context, cons jetstream.Consumer, d Delivery, out chan<- *message.Message, a *acks) *flow {
 	credit := s.cfg.Concurrency + max(s.cfg.Prefetch, 0)
-	return &flow{
-		s: s, stop: stop, base: base, cons: cons, d: d, out: out,
+	f := &flow{
+		s: s, stop: stop, base: base, cons: cons, d: d, out: out, acks: a,
 		chunk:     (credit + 1) / 2,
+		batch:     credit,
 		fetchWait: max(s.cfg.FetchWait, time.Second),
 		free:      credit,
 		ready:     make(chan struct{}, 1),
 		freed:     make(chan struct{}, 1),
 	}
+	// An operator's limits on the consumer's pull requests (fields jsq
+	// does not set): a larger request would be refused.
+	if info := cons.CachedInfo(); info != nil {
+		if m := info.Config.MaxRequestBatch; m > 0 && m < f.batch {
+			f.batch = m
+			f.chunk = min(f.chunk, m)
+		}
+		if m := info.Config.MaxRequestExpires; m > 0 && m < f.fetchWait {
+			f.fetchWait = m
+		}
+	}
+	return f
 }
 
 func signal(c chan struct{}) {
@@ -92,7 +107,6 @@ func (f *flow) start() {
 // failed).
 func (f *flow) wait() {
 	f.loops.Wait()
-	f.fetches.Wait()
 	f.mu.Lock()
 	left := f.waiting
 	f.waiting = nil
@@ -100,18 +114,21 @@ func (f *flow) wait() {
 	for _, w := range left {
 		f.nakUnhandled(w.jm, f.d)
 	}
-	f.acks.Wait()
+	f.acks.wait()
 }
 
-// feed asks for a batch whenever at least chunk credit is free, backing
-// off after a failed fetch (server gone, consumer missing, ...).
+// feed asks for a batch of the free credit, at most batch, whenever at
+// least chunk credit is free and the previous batch is complete (filled or
+// expired), so messages arrive in the consumer's order, backing off after
+// a failed fetch (server gone, consumer missing, ...).
 func (f *flow) feed() {
 	for f.stop.Err() == nil {
 		f.mu.Lock()
 		n, err, failures := f.free, f.err, f.failures
 		f.err = nil
 		if err == nil && n >= f.chunk {
-			f.free = 0
+			n = min(n, f.batch)
+			f.free -= n
 		}
 		f.mu.Unlock()
 		switch {
@@ -136,18 +153,19 @@ func (f *flow) feed() {
 				f.settle(n, err)
 				continue
 			}
-			f.fetches.Go(func() {
-				defer cancel()
-				got := 0
-				for jm := range batch.Messages() {
-					got++
-					f.mu.Lock()
-					f.waiting = append(f.waiting, waiting{jm, time.Now()})
-					f.mu.Unlock()
-					signal(f.ready)
-				}
-				f.settle(n-got, batch.Error())
-			})
+			// One pull request at a time: the server spreads messages
+			// over concurrent requests in turn, so two would let the
+			// messages of one subscription overtake each other.
+			got := 0
+			for jm := range batch.Messages() {
+				got++
+				f.mu.Lock()
+				f.waiting = append(f.waiting, waiting{jm, time.Now()})
+				f.mu.Unlock()
+				signal(f.ready)
+			}
+			cancel()
+			f.settle(n-got, batch.Error())
 		}
 	}
 }
@@ -235,6 +253,7 @@ func (f *flow) keep() {
 		case <-t.C:
 		}
 		now := time.Now()
+		f.acks.expire(now)
 		due = due[:0]
 		f.mu.Lock()
 		for i := range f.waiting {

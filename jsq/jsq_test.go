@@ -596,3 +596,100 @@ func TestNoRedeliveryBehindBlockedHandler(t *testing.T) {
 		t.Errorf("consumer: %d redelivered pending, ack floor %d; want 0, %d", info.NumRedelivered, info.AckFloor.Stream, len(ids))
 	}
 }
+
+// An ack the server does not confirm is logged with the message, not
+// lost silently: the consumer is deleted while the handler runs, so the
+// ack finds no responder (a 503 status on the confirmation subject).
+func TestAckNotConfirmedIsLogged(t *testing.T) {
+	e := setup(t)
+	logs := &errorLog{}
+	sub := e.subscriber(t, jsq.SubscriberConfig{Logger: logs})
+	started, release := make(chan struct{}), make(chan struct{})
+	runRouter(t, time.Second, e.topic, sub, func(m *message.Message) error {
+		close(started)
+		<-release
+		return nil
+	})
+	if err := e.pub.Publish(e.topic, message.NewMessage("m1", nil)); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if err := e.js.DeleteConsumer(ctx(t), e.topic, jsq.DefaultConsumerName(e.topic)); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	natstest.Eventually(t, 10*time.Second, func() bool { return logs.has("ack not confirmed", "m1") }, "the unconfirmed ack of m1 logged")
+}
+
+// errorLog records the errors logged, safe for concurrent use.
+type errorLog struct {
+	watermill.NopLogger
+	mu   sync.Mutex
+	msgs []string // msg + " " + message_uuid
+}
+
+func (l *errorLog) Error(msg string, _ error, fields watermill.LogFields) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.msgs = append(l.msgs, fmt.Sprint(msg, " ", fields["message_uuid"]))
+}
+
+func (l *errorLog) With(watermill.LogFields) watermill.LoggerAdapter { return l }
+
+// has reports whether an error containing msg was logged for the message
+// with uuid.
+func (l *errorLog) has(msg, uuid string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.ContainsFunc(l.msgs, func(m string) bool { return strings.Contains(m, msg) && strings.HasSuffix(m, " "+uuid) })
+}
+
+// Messages reach the handler in the consumer's order: the subscriber has
+// one pull request at a time on the server. With two, the server would
+// spread new messages over both in turn, and their batches could overtake
+// each other. After three messages trickled in and were acked, enough
+// credit is free for another pull while the first still waits for two
+// more; it must not be sent.
+func TestOnePullAtATimeKeepsOrder(t *testing.T) {
+	e := setup(t)
+	sub := e.subscriber(t, jsq.SubscriberConfig{Prefetch: 4, FetchWait: 20 * time.Second})
+	got := make(chan string, 64)
+	runRouter(t, time.Second, e.topic, sub, func(m *message.Message) error {
+		got <- m.UUID
+		return nil
+	})
+	name := jsq.DefaultConsumerName(e.topic)
+	var order []string
+	for i := range 3 {
+		id := fmt.Sprint("t", i)
+		if err := e.pub.Publish(e.topic, message.NewMessage(id, nil)); err != nil {
+			t.Fatal(err)
+		}
+		order = append(order, <-got)
+	}
+	natstest.Eventually(t, 10*time.Second, func() bool { return e.consumerInfo(t, name).AckFloor.Stream == 3 }, "3 acked")
+	for range 20 { // the old feeder's second pull followed within milliseconds
+		if w := e.consumerInfo(t, name).NumWaiting; w != 1 {
+			t.Fatalf("%d pull requests waiting on the server, want 1", w)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := 3; i < 40; i++ {
+		if err := e.pub.Publish(e.topic, message.NewMessage(fmt.Sprint("t", i), nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for len(order) < 40 {
+		select {
+		case id := <-got:
+			order = append(order, id)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("handled %d of 40", len(order))
+		}
+	}
+	for i, id := range order {
+		if id != fmt.Sprint("t", i) {
+			t.Fatalf("handling order %v, want t0..t39", order)
+		}
+	}
+}

@@ -67,10 +67,12 @@ type SubscriberConfig struct {
 	// server is asked for messages in batches rather than one at a time. A
 	// waiting message gets an in-progress ack (msg.InProgress) every
 	// AckWait/5, so none is redelivered while it waits (package doc).
-	// Optional. Default 4×Concurrency, or none with a finite MaxDeliver
-	// (a waiting message nakked on Close on its last delivery would be
-	// dropped); a negative value means none (one pull per message). Valid
-	// range < 0, or 1..4096 with an unlimited MaxDeliver.
+	// Optional. Default max(4×Concurrency, 32), or none with a finite
+	// MaxDeliver (a waiting message nakked on Close on its last delivery
+	// would be dropped); a negative value means none (one pull per
+	// message). Valid range < 0, or 1..4096 with an unlimited MaxDeliver.
+	// A pull request never asks for more than an existing consumer's
+	// MaxRequestBatch, when an operator set one.
 	Prefetch int
 	// NakDelay gives the redelivery delay after a nack of a message on its
 	// deliveries-th delivery (1 for the first).
@@ -112,7 +114,7 @@ func (c *SubscriberConfig) setDefaults() {
 	case c.Prefetch == 0 && c.MaxDeliver > 0:
 		c.Prefetch = -1
 	case c.Prefetch == 0:
-		c.Prefetch = 4 * c.Concurrency
+		c.Prefetch = max(4*c.Concurrency, 32)
 	case c.Prefetch < 0:
 		c.Prefetch = -1
 	}
@@ -261,8 +263,13 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	// what message contexts derive from: stop's values, not its end.
 	stop, cancel := context.WithCancel(ctx)
 	base := context.WithoutCancel(stop)
+	a, err := newAcks(s.nc, s.cfg.Logger)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	out := make(chan *message.Message)
-	f := newFlow(s, stop, base, cons, Delivery{Stream: topic, Consumer: cc.Durable, Count: 1, MaxDeliver: cc.MaxDeliver}, out)
+	f := newFlow(s, stop, base, cons, Delivery{Stream: topic, Consumer: cc.Durable, Count: 1, MaxDeliver: cc.MaxDeliver}, out, a)
 	if hook := onNewFlow.Load(); hook != nil {
 		(*hook)(f)
 	}
@@ -283,7 +290,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 }
 
 // handle hands one message to the router and settles it: ack after Ack
-// (its confirmation awaited in the background, tracked by f.acks), delayed
+// (its confirmation awaited in the background by f.acks), delayed
 // nak after Nack, nothing on AckWait or close (see package doc). deadline
 // is when the server's AckWait for the message runs out.
 func (f *flow) handle(jm jetstream.Msg, deadline time.Time) {
@@ -312,13 +319,7 @@ func (f *flow) handle(jm jetstream.Msg, deadline time.Time) {
 	for {
 		select {
 		case <-wm.Acked():
-			f.acks.Go(func() {
-				actx, acancel := context.WithTimeout(context.Background(), 5*time.Second)
-				defer acancel()
-				if err := jm.DoubleAck(actx); err != nil {
-					s.cfg.Logger.Error("jsq: ack not confirmed; the server will redeliver", err, logFields(wm, jm, d))
-				}
-			})
+			f.acks.send(jm, wm.UUID)
 			return
 		case <-wm.Nacked():
 			if d.Last() {
