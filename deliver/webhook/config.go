@@ -52,10 +52,21 @@ type Config struct {
 	// Default "application/octet-stream". Ignored for FormatJSON, which is
 	// always "application/json".
 	ContentType string
-	// Secret keys the HMAC-SHA256 signature header ([Sign]). Optional: nil or
-	// empty sends no timestamp and signature headers. Use at least 32 random
-	// bytes.
+	// Secret is the key of the HMAC-SHA256 signatures ([Sign],
+	// [SignFloodgate]): the key bytes, as [ParseSecret] decodes a "whsec_"
+	// secret; give consumers [FormatSecret] of it. Optional: nil or empty
+	// sends no timestamp and signature headers. With Standard Webhooks
+	// (SchemeStandardWebhooks, SchemeBoth) it must be 24 to 64 bytes
+	// (MinSecretLen, MaxSecretLen; spec "Signature scheme"); use 32 random
+	// bytes. With SchemeFloodgate any length is accepted.
 	Secret []byte
+	// Scheme is the signature headers sent: SchemeStandardWebhooks
+	// (webhook-id, webhook-timestamp, webhook-signature), SchemeFloodgate
+	// (X-Floodgate-Timestamp, X-Floodgate-Signature) or SchemeBoth (all of
+	// them, for consumers migrating; one Secret signs both). Optional.
+	// Default SchemeStandardWebhooks. Idempotency-Key is always sent, and
+	// webhook-id whenever Standard Webhooks is, signed or not.
+	Scheme Scheme
 	// Timeout bounds one Send: connecting, sending and reading the response.
 	// Optional. Default 10s. Must not be negative. A shorter deadline on the
 	// ctx passed to Send wins.
@@ -98,12 +109,14 @@ func (c *Config) setDefaults() {
 }
 
 // reserved are the headers the sender sets itself.
-var reserved = []string{"Content-Type", "Content-Length", HeaderIdempotencyKey, HeaderTimestamp, HeaderSignature, "Host"}
+var reserved = []string{"Content-Type", "Content-Length", "Host", HeaderIdempotencyKey,
+	HeaderWebhookID, HeaderWebhookTimestamp, HeaderWebhookSignature, HeaderTimestamp, HeaderSignature}
 
 // Validate reports whether c, with defaults applied to its zero fields, is
 // valid: the check [NewSender] makes. It does not modify c. The error names
 // the field and wraps the sentinel that states its allowed range: [ErrURL],
-// [ErrFormat], [ErrContentType], [ErrHeader] or [ErrNegative]. A malformed
+// [ErrFormat], [ErrContentType], [ErrHeader], [ErrNegative], [ErrScheme]
+// or [ErrSecret] (whose message gives the length, never the secret). A malformed
 // ContentType is reported even with FormatJSON, which ignores it.
 func (c Config) Validate() error {
 	given := c.ContentType
@@ -128,6 +141,12 @@ func (c *Config) validate() error {
 		if _, _, err := mime.ParseMediaType(c.ContentType); err != nil || !validHeaderValue(c.ContentType) {
 			return fmt.Errorf("Config.ContentType %q: %w", c.ContentType, ErrContentType)
 		}
+	}
+	if !c.Scheme.valid() {
+		return fmt.Errorf("Config.Scheme %v: %w", c.Scheme, ErrScheme)
+	}
+	if n := len(c.Secret); n > 0 && c.Scheme.standard() && (n < MinSecretLen || n > MaxSecretLen) {
+		return fmt.Errorf("Config.Secret: %w: %d bytes, want %d to %d with %v (or empty: unsigned)", ErrSecret, n, MinSecretLen, MaxSecretLen, c.Scheme)
 	}
 	if c.Timeout < 0 {
 		return fmt.Errorf("Config.Timeout %v: %w", c.Timeout, ErrNegative)

@@ -21,20 +21,50 @@
 //
 // # Headers
 //
-// Every request carries:
+// Every request carries Idempotency-Key: the message id (the Watermill
+// message UUID), the same on every attempt, so the consumer can process
+// each message once however often it is delivered (at-least-once delivery,
+// exactly-once effect). With a Config.Secret it is signed by the
+// [Scheme] of Config.Scheme:
 //
-//   - Idempotency-Key: the message id (the Watermill message UUID), the same
-//     on every attempt, so the consumer can process each message once however
-//     often it is delivered (at-least-once delivery, exactly-once effect);
-//   - X-Floodgate-Timestamp: the Unix time of the attempt, in seconds;
-//   - X-Floodgate-Signature: "v1=" and the hex HMAC-SHA256, keyed with
-//     Config.Secret, of the timestamp, ".", and the body (when a secret is
-//     configured). Consumers check it with [Verify], which also rejects a
-//     timestamp outside a tolerance window, so a captured request cannot be
-//     replayed later.
+//   - [SchemeStandardWebhooks], the default, follows the Standard Webhooks
+//     specification (github.com/standard-webhooks/standard-webhooks,
+//     spec/standard-webhooks.md): webhook-id (the message id again),
+//     webhook-timestamp (the Unix time of the attempt, in seconds) and
+//     webhook-signature: "v1," and the base64 HMAC-SHA256 of
+//     "id.timestamp.body" ([Sign]). Secrets are handed out as
+//     "whsec_<base64>" ([FormatSecret], [ParseSecret]). Any consumer
+//     library of the specification verifies these requests; the package's
+//     tests check [Sign] and [Verifier] against the reference libraries'
+//     published test vectors (testdata/).
+//   - [SchemeFloodgate], floodgate's earlier scheme: X-Floodgate-Timestamp,
+//     and X-Floodgate-Signature: "v1=" and the hex HMAC-SHA256 of
+//     "timestamp.body" ([SignFloodgate]).
+//   - [SchemeBoth] sends both, for a migration.
 //
-// The scheme follows the usual practice of webhook providers (the timestamp
-// is signed with the body, several "v1=" signatures may be listed during a
-// secret rotation). Package webhooktest holds an in-process consumer with a
+// # Verifying
+//
+// A consumer checks requests with a [Verifier]: the timestamp must be
+// within a tolerance of its clock (5 minutes by default, 1 s to 1 h; the
+// check cannot be turned off), one signature must match, compared in
+// constant time, and the request must not be a replay of one accepted
+// within the tolerance (a bounded seen-set keyed on the webhook id and
+// timestamp). Package webhooktest holds an in-process consumer with a
 // latency fault script, for examples and tests.
+//
+// # Migrating from the X-Floodgate headers
+//
+// The specification's "Migrating to Standard Webhooks" adds its headers
+// next to the existing ones, with the same secret. So:
+//
+//  1. Senders set Scheme: SchemeBoth; consumers of the old headers keep
+//     working.
+//  2. Each consumer switches to Standard Webhooks: a [Verifier] with
+//     SchemeBoth (or SchemeStandardWebhooks) and the same secret as raw
+//     bytes, or any Standard Webhooks library given [FormatSecret] of it.
+//  3. Senders drop to the default SchemeStandardWebhooks. A secret shorter
+//     than 24 bytes must be replaced first (the specification asks for 24
+//     to 64), and message ids must not hold ".".
+//
+// A sender that must keep the old headers sets Scheme: SchemeFloodgate.
 package webhook

@@ -45,12 +45,17 @@ func NewSender(cfg Config) (*Sender, error) {
 func (s *Sender) Config() Config { return s.cfg }
 
 // NewRequest builds the request Send would make for the message id with
-// payload: method POST, body, Content-Type, Idempotency-Key, and the
-// timestamp and signature headers when a secret is configured. It returns
-// an error wrapping [ErrIdempotencyKey] or [ErrInvalidJSON].
+// payload: method POST, body, Content-Type, Idempotency-Key, webhook-id
+// (Standard Webhooks), and the timestamp and signature headers of
+// Config.Scheme when a secret is configured, the timestamp being
+// Config.Now(). It returns an error wrapping [ErrIdempotencyKey] or
+// [ErrInvalidJSON].
 func (s *Sender) NewRequest(ctx context.Context, id string, payload []byte) (*http.Request, error) {
 	if !validKey(id) {
-		return nil, fmt.Errorf("%w: %q", ErrIdempotencyKey, id)
+		return nil, fmt.Errorf("%w: %.64q", ErrIdempotencyKey, id)
+	}
+	if s.cfg.Scheme.standard() && strings.Contains(id, ".") {
+		return nil, fmt.Errorf("%w: %q holds '.'", ErrIdempotencyKey, id)
 	}
 	if s.cfg.Format == FormatJSON && !json.Valid(payload) {
 		return nil, ErrInvalidJSON
@@ -65,10 +70,20 @@ func (s *Sender) NewRequest(ctx context.Context, id string, payload []byte) (*ht
 	req.Header.Set("Content-Type", s.cfg.ContentType)
 	req.Header.Set("User-Agent", userAgent)
 	req.Header.Set(HeaderIdempotencyKey, id)
-	if len(s.cfg.Secret) > 0 {
-		ts := s.cfg.Now().Unix()
+	if s.cfg.Scheme.standard() {
+		req.Header.Set(HeaderWebhookID, id)
+	}
+	if len(s.cfg.Secret) == 0 {
+		return req, nil
+	}
+	ts := s.cfg.Now().Unix()
+	if s.cfg.Scheme.standard() {
+		req.Header.Set(HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
+		req.Header.Set(HeaderWebhookSignature, Sign(s.cfg.Secret, id, ts, payload))
+	}
+	if s.cfg.Scheme.floodgate() {
 		req.Header.Set(HeaderTimestamp, strconv.FormatInt(ts, 10))
-		req.Header.Set(HeaderSignature, Sign(s.cfg.Secret, ts, payload))
+		req.Header.Set(HeaderSignature, SignFloodgate(s.cfg.Secret, ts, payload))
 	}
 	return req, nil
 }
@@ -81,7 +96,8 @@ func (s *Sender) NewRequest(ctx context.Context, id string, payload []byte) (*ht
 //     or ctx; the Cause wraps context.DeadlineExceeded or the net error),
 //     HTTP 5xx, 429 or 408, with RetryAfter set from the Retry-After header;
 //   - [deliver.ErrPermanent] for other statuses, and for a message that
-//     cannot be sent ([ErrIdempotencyKey], [ErrInvalidJSON]).
+//     cannot be sent ([ErrIdempotencyKey], [ErrInvalidJSON]); a consumer's
+//     401 (a bad signature) is permanent too.
 //
 // The error quotes the start of the response body. The signature timestamp
 // is taken per attempt. Send is safe for concurrent use.

@@ -53,10 +53,14 @@ func TestSendHeadersAndBody(t *testing.T) {
 		t.Errorf("%s %s with %q", got.Method, got.URL.Path, gotBody)
 	}
 	for name, want := range map[string]string{
-		"Content-Type":          "application/json",
-		"Idempotency-Key":       id,
-		"X-Floodgate-Timestamp": "1741944600",
-		"X-Floodgate-Signature": "v1=686bb5a964877623fb97a9d05e984705b158fbbfb0da68ae3a9e376fbfd12352",
+		"Content-Type":      "application/json",
+		"Idempotency-Key":   id,
+		"webhook-id":        id,
+		"webhook-timestamp": "1741944600",
+		// python3: base64(hmac.new(secret, f"{id}.1741944600.{body}", sha256))
+		"webhook-signature":     "v1,AmrbwKkAFBSBe8R/J79obCTqG6MMe1pq4fiiOKiB8rg=",
+		"X-Floodgate-Timestamp": "",
+		"X-Floodgate-Signature": "",
 		"X-Tenant":              "fleet-12",
 		"User-Agent":            "floodgate-webhook",
 	} {
@@ -64,8 +68,44 @@ func TestSendHeadersAndBody(t *testing.T) {
 			t.Errorf("%s = %q, want %q", name, v, want)
 		}
 	}
-	if err := webhook.VerifyAt(got.Header, gotBody, secret, 0, t0.Add(time.Second)); err != nil {
+	v, _ := webhook.NewVerifier(webhook.VerifierConfig{Secret: secret})
+	if err := v.VerifyAt(got.Header, gotBody, t0.Add(time.Second)); err != nil {
 		t.Errorf("Verify: %v", err)
+	}
+}
+
+// TestSendSchemes: each Scheme sends its headers, signed with the one
+// secret, and a Verifier of each scheme accepts what it should.
+func TestSendSchemes(t *testing.T) {
+	for _, tt := range []struct {
+		scheme              webhook.Scheme
+		standard, floodgate bool
+	}{
+		{webhook.SchemeStandardWebhooks, true, false},
+		{webhook.SchemeFloodgate, false, true},
+		{webhook.SchemeBoth, true, true},
+	} {
+		t.Run(tt.scheme.String(), func(t *testing.T) {
+			req, err := newSender(t, "https://hooks.example.com/x", func(c *webhook.Config) { c.Scheme = tt.scheme }).NewRequest(context.Background(), id, body)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h := req.Header
+			if got := h.Get(webhook.HeaderWebhookSignature) != ""; got != tt.standard {
+				t.Errorf("webhook-signature sent: %v", got)
+			}
+			if got := h.Get(webhook.HeaderSignature) == "v1=a1c96f335709aca2c9c351ee302d33a54e1b63b8d9bba8b5d982354f7fd28088"; got != tt.floodgate {
+				t.Errorf("X-Floodgate-Signature %q", h.Get(webhook.HeaderSignature))
+			}
+			for _, vs := range []webhook.Scheme{webhook.SchemeStandardWebhooks, webhook.SchemeFloodgate, webhook.SchemeBoth} {
+				v, _ := webhook.NewVerifier(webhook.VerifierConfig{Secret: secret, Scheme: vs})
+				err := v.VerifyAt(h, body, t0)
+				want := vs == webhook.SchemeBoth || vs == webhook.SchemeStandardWebhooks && tt.standard || vs == webhook.SchemeFloodgate && tt.floodgate
+				if (err == nil) != want {
+					t.Errorf("a %v verifier: %v", vs, err)
+				}
+			}
+		})
 	}
 }
 
@@ -184,6 +224,7 @@ func TestSendInvalidMessagesArePermanent(t *testing.T) {
 	}{
 		{"", body, webhook.ErrIdempotencyKey},
 		{"has space", body, webhook.ErrIdempotencyKey},
+		{"order.42", body, webhook.ErrIdempotencyKey}, // ambiguous in "id.timestamp.body"
 		{strings.Repeat("k", 256), body, webhook.ErrIdempotencyKey},
 		{id, []byte(`{"open":`), webhook.ErrInvalidJSON},
 		{id, nil, webhook.ErrInvalidJSON},
@@ -220,6 +261,11 @@ func TestConfigValidate(t *testing.T) {
 		{"reserved header", func(c *webhook.Config) { c.Header = http.Header{"Idempotency-Key": {"x"}} }, webhook.ErrHeader, "Config.Header"},
 		{"bad header name", func(c *webhook.Config) { c.Header = http.Header{"X Bad": {"x"}} }, webhook.ErrHeader, "Config.Header"},
 		{"header value with newline", func(c *webhook.Config) { c.Header = http.Header{"X-Tenant": {"a\nb"}} }, webhook.ErrHeader, "Config.Header"},
+		{"reserved standard header", func(c *webhook.Config) { c.Header = http.Header{"Webhook-Id": {"x"}} }, webhook.ErrHeader, "Config.Header"},
+		{"unknown scheme", func(c *webhook.Config) { c.Scheme = 3 }, webhook.ErrScheme, "Config.Scheme Scheme(3)"},
+		{"secret too short", func(c *webhook.Config) { c.Secret = []byte("canary-23-bytes-secret!") }, webhook.ErrSecret, "Config.Secret: webhook: invalid secret: 23 bytes, want 24 to 64"},
+		{"secret too long", func(c *webhook.Config) { c.Secret = make([]byte, 65) }, webhook.ErrSecret, "Config.Secret"},
+		{"short secret with both", func(c *webhook.Config) { c.Secret, c.Scheme = []byte("k"), webhook.SchemeBoth }, webhook.ErrSecret, "Config.Secret"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -249,7 +295,8 @@ func TestValidateAppliesDefaults(t *testing.T) {
 	configtest.Run(t, nil, []configtest.Case[webhook.Config]{
 		{Name: "minimal", Cfg: webhook.Config{URL: "https://hooks.example.com/x"}},
 		{Name: "raw with header and secret", Cfg: webhook.Config{URL: "https://hooks.example.com/x", Format: webhook.FormatRaw,
-			Header: http.Header{"X-Tenant": {"t1"}}, Secret: []byte("k")}},
+			Header: http.Header{"X-Tenant": {"t1"}}, Secret: secret}},
+		{Name: "short secret with the floodgate scheme", Cfg: webhook.Config{URL: "https://hooks.example.com/x", Secret: []byte("k"), Scheme: webhook.SchemeFloodgate}},
 		{Name: "negative timeout", Cfg: webhook.Config{URL: "https://hooks.example.com/x", Timeout: -time.Second}, Err: webhook.ErrNegative, Want: "Config.Timeout"},
 		// FormatJSON ignores ContentType, but a malformed one is reported.
 		{Name: "JSON with bad content type", Cfg: webhook.Config{URL: "https://hooks.example.com/x", ContentType: "text csv"}, Err: webhook.ErrContentType, Want: "Config.ContentType"},

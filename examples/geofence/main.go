@@ -23,9 +23,10 @@
 // counts it as a failure.
 // Triggers rejected meanwhile wait in the JetStream retry queue and are
 // drained once the breaker closes. Every trigger carries an idempotency key
-// derived from (vehicle, fence, event, time) and an HMAC-SHA256 signature;
-// the consumer verifies the signature and counts a redelivered key as a
-// duplicate.
+// derived from (vehicle, fence, event, time) and a Standard Webhooks
+// signature (webhook-id, webhook-timestamp, webhook-signature); the
+// consumer verifies the signature, refuses replays, and counts a
+// redelivered key as a duplicate.
 //
 // With -degraded-calls N the spike ends after N requests instead of after
 // -degraded, so the breaker sees the same outage however slowly a loaded

@@ -175,14 +175,21 @@ type consumer struct {
 }
 
 // newConsumer starts consumer i (1-based) on a real HTTP server on
-// loopback: it verifies the HMAC signature with a secret of its own,
+// loopback: it verifies the Standard Webhooks signature (and refuses
+// replays) with a secret of its own, handed over in the "whsec_" form,
 // records every idempotency key, and follows its fault script. The faulty
 // one follows the design note's (healthy, then a P99 spike, then
 // recovered); the others have a slow period of their own (-slow-at,
 // -slow-for, -slow-latency), below the breaker's slow-call threshold.
 func newConsumer(i int, o options) (*consumer, error) {
-	secret := make([]byte, 32)
-	if _, err := rand.Read(secret); err != nil {
+	key := make([]byte, 32)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	// The endpoint's secret as a Standard Webhooks producer hands it to its
+	// consumer, and as the consumer decodes it.
+	secret, err := webhook.ParseSecret(webhook.FormatSecret(key))
+	if err != nil {
 		return nil, err
 	}
 	c := &consumer{faulty: i == o.faulty}
@@ -200,7 +207,6 @@ func newConsumer(i int, o options) (*consumer, error) {
 			script = append([]webhooktest.Phase{{Name: "healthy", Duration: o.healthyFor, Latency: o.fast}}, script...)
 		}
 	}
-	var err error
 	if c.hook, err = webhooktest.New(webhooktest.Config{Secret: secret, Script: script}); err != nil {
 		return nil, err
 	}
@@ -534,7 +540,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		st := c.hook.Stats()
 		sum.SlowResponses += st.Slow
 		sum.SignatureFailures += st.BadSignatures
-		sum.PartnerErrors += st.Slow + st.Rejected + st.BadSignatures + st.BadRequests
+		sum.PartnerErrors += st.Slow + st.Rejected + st.BadSignatures + st.Replays + st.BadRequests
 	}
 	graceEnd, slowAfter, maxProbes := calls.result()
 	sum.SlowAfterRecovery, sum.MaxProbesInFlight = slowAfter, maxProbes

@@ -55,7 +55,7 @@ type summary struct {
 	Drained           int `json:"drained"`
 	SlowResponses     int `json:"slow_responses"`
 	// SignatureFailures counts requests the consumer rejected for a bad
-	// HMAC signature (401).
+	// Standard Webhooks signature or timestamp (401).
 	SignatureFailures int `json:"signature_failures"`
 }
 

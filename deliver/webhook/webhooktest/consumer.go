@@ -78,12 +78,17 @@ func (wallClock) Now() time.Time { return time.Now() }
 
 // Config configures a [Consumer].
 type Config struct {
-	// Secret verifies the signature headers with [webhook.Verify]; a request
-	// that fails gets HTTP 401 and is not processed. Optional: nil or empty
-	// skips verification.
+	// Secret verifies the signature headers with a [webhook.Verifier]: a
+	// request that fails gets HTTP 401, a replay 429 (Retry-After: 1), and
+	// neither is processed. Optional: nil or empty skips verification.
 	Secret []byte
-	// Tolerance is the timestamp tolerance of the verification. Optional.
-	// Default [webhook.DefaultTolerance].
+	// Scheme is the signature headers verified
+	// ([webhook.VerifierConfig].Scheme). Optional. Default
+	// webhook.SchemeStandardWebhooks.
+	Scheme webhook.Scheme
+	// Tolerance is the timestamp tolerance of the verification, within
+	// [webhook.MinTolerance, webhook.MaxTolerance]. Optional. Default
+	// [webhook.DefaultTolerance].
 	Tolerance time.Duration
 	// Script is the fault script. Optional. Default: no latency, forever.
 	Script []Phase
@@ -117,7 +122,9 @@ func (c *Config) setDefaults() {
 // Validate reports whether c, with defaults applied to its zero fields, is
 // valid: the check [New] makes. It does not modify c. The error names the
 // field and wraps the sentinel that states its allowed range:
-// [ErrPhaseDuration], [ErrLatency], [ErrSlowFraction] or [ErrStatus].
+// [ErrPhaseDuration], [ErrLatency], [ErrSlowFraction] or [ErrStatus], or
+// for the verification settings (Scheme, Tolerance) the error of
+// [webhook.VerifierConfig.Validate].
 func (c Config) Validate() error {
 	c.setDefaults() // copies Script: the caller's phases stay as they are
 	return c.validate()
@@ -140,8 +147,12 @@ func (c *Config) validate() error {
 			return fmt.Errorf("%s.Status %d: %w", field, p.Status, ErrStatus)
 		}
 	}
-	if c.Tolerance < 0 {
-		return fmt.Errorf("Config.Tolerance %v: %w", c.Tolerance, ErrLatency)
+	vc := c.verifierConfig()
+	if len(vc.Secret) == 0 {
+		vc.Secret = []byte{0} // check Scheme and Tolerance without a secret too
+	}
+	if err := vc.Validate(); err != nil {
+		return fmt.Errorf("Config (verification): %w", err)
 	}
 	if c.MaxBodySize < 0 {
 		return fmt.Errorf("Config.MaxBodySize %d: %w", c.MaxBodySize, ErrLatency)
@@ -149,8 +160,14 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// verifierConfig is the configuration of the consumer's verifier.
+func (c *Config) verifierConfig() webhook.VerifierConfig {
+	return webhook.VerifierConfig{Secret: c.Secret, Scheme: c.Scheme, Tolerance: c.Tolerance, Now: c.Clock.Now}
+}
+
 // Stats counts a consumer's requests by outcome. Every request ends in
-// exactly one of Processed, Rejected, BadSignatures or BadRequests.
+// exactly one of Processed, Rejected, BadSignatures, Replays or
+// BadRequests.
 type Stats struct {
 	// Requests is every request received.
 	Requests int
@@ -171,6 +188,10 @@ type Stats struct {
 	Rejected int
 	// BadSignatures counts HTTP 401 answers: signature or timestamp wrong.
 	BadSignatures int
+	// Replays counts requests the verifier refused as replays
+	// ([webhook.ErrReplay], HTTP 429) or for a full seen-set
+	// ([webhook.ErrSeenFull], HTTP 503).
+	Replays int
 	// BadRequests counts HTTP 400, 405 and 413 answers: not POST, no
 	// Idempotency-Key, invalid JSON, body too large.
 	BadRequests int
@@ -181,7 +202,8 @@ type Stats struct {
 // Consumer is a webhook endpoint following a fault script. Create it with
 // [New]. All methods are safe for concurrent use.
 type Consumer struct {
-	cfg Config
+	cfg      Config
+	verifier *webhook.Verifier // nil without a secret
 
 	mu         sync.Mutex
 	started    bool
@@ -200,8 +222,16 @@ func New(cfg Config) (*Consumer, error) {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
 	cfg.setDefaults()
+	var v *webhook.Verifier
+	if len(cfg.Secret) > 0 {
+		var err error
+		if v, err = webhook.NewVerifier(cfg.verifierConfig()); err != nil {
+			return nil, err
+		}
+	}
 	return &Consumer{
 		cfg:        cfg,
+		verifier:   v,
 		perPhase:   make([]int, len(cfg.Script)),
 		deliveries: map[string]int{},
 		bodies:     map[string][]byte{},
@@ -332,14 +362,30 @@ func (c *Consumer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "webhooks are POSTed", http.StatusMethodNotAllowed)
 		return
 	}
-	key := r.Header.Get(webhook.HeaderIdempotencyKey)
+	key := r.Header.Get(webhook.HeaderWebhookID)
+	if key == "" {
+		key = r.Header.Get(webhook.HeaderIdempotencyKey)
+	}
 	if key == "" {
 		c.count(func(s *Stats) { s.BadRequests++ })
-		http.Error(w, "missing "+webhook.HeaderIdempotencyKey, http.StatusBadRequest)
+		http.Error(w, "missing "+webhook.HeaderWebhookID+" and "+webhook.HeaderIdempotencyKey, http.StatusBadRequest)
 		return
 	}
-	if len(c.cfg.Secret) > 0 {
-		if err := webhook.VerifyAt(r.Header, body, c.cfg.Secret, c.cfg.Tolerance, c.cfg.Clock.Now()); err != nil {
+	if c.verifier != nil {
+		err := c.verifier.VerifyAt(r.Header, body, c.cfg.Clock.Now())
+		switch {
+		case errors.Is(err, webhook.ErrReplay), errors.Is(err, webhook.ErrSeenFull):
+			// Possibly genuine (a retry within the second of the previous
+			// attempt): answer so that the sender retries.
+			c.count(func(s *Stats) { s.Replays++ })
+			w.Header().Set("Retry-After", "1")
+			status := http.StatusTooManyRequests
+			if errors.Is(err, webhook.ErrSeenFull) {
+				status = http.StatusServiceUnavailable
+			}
+			http.Error(w, err.Error(), status)
+			return
+		case err != nil:
 			c.count(func(s *Stats) { s.BadSignatures++ })
 			http.Error(w, err.Error(), http.StatusUnauthorized)
 			return

@@ -37,7 +37,7 @@ func (c *fakeClock) Set(t time.Time) {
 
 var (
 	t0     = time.Date(2025, 3, 14, 9, 30, 0, 0, time.UTC)
-	secret = []byte("whsec_geofence")
+	secret = []byte("geofence-webhook-secret-32-bytes")
 )
 
 func start(t *testing.T, cfg webhooktest.Config) (*webhooktest.Consumer, *httptest.Server) {
@@ -164,7 +164,7 @@ func TestRejectsAndStatusPhase(t *testing.T) {
 	clock.Set(t0.Add(2 * time.Second))
 
 	// A wrong secret: 401, permanent, not processed.
-	bad, _ := webhook.NewSender(webhook.Config{URL: srv.URL, Secret: []byte("wrong"), Now: clock.Now})
+	bad, _ := webhook.NewSender(webhook.Config{URL: srv.URL, Secret: []byte("wrong-webhook-secret-of-32-bytes"), Now: clock.Now})
 	if err := bad.Send(context.Background(), "k2", []byte(`{}`)); !deliver.IsPermanent(err) || !strings.Contains(err.Error(), "401") {
 		t.Errorf("wrong secret: %v", err)
 	}
@@ -196,6 +196,52 @@ func TestRejectsAndStatusPhase(t *testing.T) {
 	}
 }
 
+// TestReplayRefused: a captured request sent again within the tolerance is
+// refused (429, counted as a replay, not processed); the sender's own retry
+// of the message, with a new timestamp, is processed and counted as a
+// duplicate. The old X-Floodgate headers are refused by a default consumer
+// and accepted by one with SchemeBoth.
+func TestReplayRefused(t *testing.T) {
+	clock := &fakeClock{t: t0}
+	c, srv := start(t, webhooktest.Config{Secret: secret, Clock: clock})
+	replay := func(key string) int {
+		t.Helper()
+		resp, err := http.DefaultClient.Do(mustRequest(t, srv.URL, key, `{"event":"enter"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	clock.Set(t0.Add(3 * time.Second))
+	if code := replay("k1"); code != http.StatusNoContent {
+		t.Fatalf("first: HTTP %d", code)
+	}
+	clock.Set(t0.Add(time.Minute))
+	if code := replay("k1"); code != http.StatusTooManyRequests {
+		t.Fatalf("replay: HTTP %d, want 429", code)
+	}
+	if err := sender(t, srv.URL, clock, 5*time.Second).Send(context.Background(), "k1", []byte(`{"event":"enter"}`)); err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	if st := c.Stats(); st.Requests != 3 || st.Processed != 2 || st.Duplicates != 1 || st.Replays != 1 || st.BadSignatures != 0 {
+		t.Errorf("Stats = %+v", st)
+	}
+
+	old, err := webhook.NewSender(webhook.Config{URL: srv.URL, Secret: secret, Scheme: webhook.SchemeFloodgate, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.Send(context.Background(), "k2", []byte(`{}`)); !deliver.IsPermanent(err) || !strings.Contains(err.Error(), "401") {
+		t.Errorf("old headers to a default consumer: %v", err)
+	}
+	_, both := start(t, webhooktest.Config{Secret: secret, Clock: clock, Scheme: webhook.SchemeBoth})
+	old, _ = webhook.NewSender(webhook.Config{URL: both.URL, Secret: secret, Scheme: webhook.SchemeFloodgate, Now: clock.Now})
+	if err := old.Send(context.Background(), "k2", []byte(`{}`)); err != nil {
+		t.Errorf("old headers to a SchemeBoth consumer: %v", err)
+	}
+}
+
 func mustRequest(t *testing.T, url, key, body string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
@@ -209,8 +255,9 @@ func mustRequest(t *testing.T, url, key, body string) *http.Request {
 	// Unsigned requests need a consumer without a secret to reach the key
 	// and JSON checks; sign with the right secret instead.
 	ts := t0.Add(2 * time.Second).Unix()
-	req.Header.Set(webhook.HeaderTimestamp, strconv.FormatInt(ts, 10))
-	req.Header.Set(webhook.HeaderSignature, webhook.Sign(secret, ts, []byte(body)))
+	req.Header.Set(webhook.HeaderWebhookID, key)
+	req.Header.Set(webhook.HeaderWebhookTimestamp, strconv.FormatInt(ts, 10))
+	req.Header.Set(webhook.HeaderWebhookSignature, webhook.Sign(secret, key, ts, []byte(body)))
 	return req
 }
 
@@ -240,6 +287,9 @@ func TestConfigValidate(t *testing.T) {
 		{"negative latency", webhooktest.Config{Script: []webhooktest.Phase{{Latency: -1}}}, webhooktest.ErrLatency, "Config.Script[0]"},
 		{"fraction above 1", webhooktest.Config{Script: []webhooktest.Phase{{SlowFraction: 1.5}}}, webhooktest.ErrSlowFraction, "Config.Script[0].SlowFraction"},
 		{"bad status", webhooktest.Config{Script: []webhooktest.Phase{{Status: 42}}}, webhooktest.ErrStatus, "Config.Script[0].Status"},
+		{"negative tolerance", webhooktest.Config{Secret: secret, Tolerance: -time.Second}, webhook.ErrTolerance, "Config (verification): VerifierConfig.Tolerance -1s"},
+		{"negative tolerance without a secret", webhooktest.Config{Tolerance: -time.Second}, webhook.ErrTolerance, "Config (verification): VerifierConfig.Tolerance -1s"},
+		{"unknown scheme", webhooktest.Config{Secret: secret, Scheme: 7}, webhook.ErrScheme, "Config (verification): VerifierConfig.Scheme"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := webhooktest.New(tt.cfg)

@@ -1,7 +1,8 @@
 // Package webhooktest is an in-process webhook consumer for examples and
 // tests: an [http.Handler] that verifies the signature headers of
-// [github.com/floodgate-go/floodgate/deliver/webhook], records every
-// delivery by its Idempotency-Key (so duplicates from at-least-once
+// [github.com/floodgate-go/floodgate/deliver/webhook] (Standard Webhooks by
+// default) with a [webhook.Verifier], records every delivery by its
+// webhook-id (or Idempotency-Key) (so duplicates from at-least-once
 // delivery are counted, and the effect is applied once), and follows a
 // latency fault script.
 //
