@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/floodgate-go/floodgate/internal/redact"
+
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -120,7 +122,7 @@ func Connect(url string, opts ...nats.Option) (*nats.Conn, error) {
 	all := append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(100 * time.Millisecond)}, opts...)
 	nc, err := nats.Connect(url, all...)
 	if err != nil {
-		return nil, fmt.Errorf("jsq: connect %s: %w", url, err)
+		return nil, fmt.Errorf("jsq: connect %s: %w", redact.URL(url), redact.Error(err, url))
 	}
 	return nc, nil
 }

@@ -4,10 +4,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/floodgate-go/floodgate/internal/redact"
 
 	"github.com/nats-io/jsm.go/natscontext"
 	"github.com/nats-io/nats.go"
@@ -168,29 +169,12 @@ func (o Options) Connect(name string, extra ...nats.Option) (*nats.Conn, error) 
 		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) || errors.Is(err, nats.ErrAuthRevoked) {
 			hint = " (check -user/-password, -token, -creds, -nkey or the context)"
 		}
-		return nil, fmt.Errorf("%w to %s: %w%s", ErrConnect, Redact(u), err, hint)
+		return nil, fmt.Errorf("%w to %s: %w%s", ErrConnect, Redact(u), redact.Error(err, u), hint)
 	}
 	return nc, nil
 }
 
-// Redact returns urls (one URL or a comma-separated list) with the user
-// information of each replaced by "REDACTED", so a user, password or
-// token in a URL is never printed. A part that does not parse is replaced
-// whole when it contains '@'.
-func Redact(urls string) string {
-	parts := strings.Split(urls, ",")
-	for i, p := range parts {
-		p = strings.TrimSpace(p)
-		u, err := url.Parse(p)
-		switch {
-		case err == nil && u.User != nil:
-			u.User = url.User("REDACTED")
-			parts[i] = u.String()
-		case err != nil && strings.Contains(p, "@"):
-			parts[i] = "REDACTED"
-		default:
-			parts[i] = p
-		}
-	}
-	return strings.Join(parts, ",")
-}
+// Redact returns urls (one URL or a comma-separated list, with or without
+// a scheme) with the user information of each replaced by "REDACTED", so a
+// user, password or token in a URL is never printed.
+func Redact(urls string) string { return redact.URL(urls) }

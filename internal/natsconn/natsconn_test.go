@@ -71,6 +71,19 @@ func TestPasswordInURLIsRedacted(t *testing.T) {
 	}
 }
 
+// A URL that does not parse is quoted by the connection error; its
+// credentials are not.
+func TestUnparsableURLIsRedacted(t *testing.T) {
+	isolate(t)
+	_, err := natsconn.Options{Server: "nats://alice:s3cret@127.0.0.1:abc"}.Connect("test")
+	if err == nil {
+		t.Fatal("connected to a URL with a bad port")
+	}
+	if strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "alice") {
+		t.Errorf("error %q shows the credentials", err)
+	}
+}
+
 func TestToken(t *testing.T) {
 	isolate(t)
 	s := start(t, natsserver.Options{Token: "tok-123"})
@@ -221,7 +234,8 @@ func TestRedact(t *testing.T) {
 		"nats://127.0.0.1:4222":            "nats://127.0.0.1:4222",
 		"nats://u:p@h:4222":                "nats://REDACTED@h:4222",
 		"nats://tok@h:4222, tls://a:b@g:1": "nats://REDACTED@h:4222,tls://REDACTED@g:1",
-		"nats://u:p%zz@h:4222":             "REDACTED",
+		"nats://u:p%zz@h:4222":             "nats://REDACTED@h:4222",
+		"u:p@h:4222":                       "REDACTED@h:4222",
 	} {
 		if got := natsconn.Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
