@@ -21,24 +21,30 @@ func newSeenSet(max int) *seenSet {
 	return &seenSet{max: max, entries: map[[sha256.Size]byte]int64{}}
 }
 
-// add records key until exp (Unix ns) and returns nil; or [ErrReplay] if
-// key is recorded and not expired at now, or [ErrSeenFull] if max
-// unexpired keys are recorded. An entry is expired when now > its expiry.
-func (s *seenSet) add(key [sha256.Size]byte, exp, now int64) error {
+// add records keys until exp (Unix ns) and returns nil; or [ErrReplay] if
+// any of them is recorded and not expired at now, or [ErrSeenFull] if
+// recording them would exceed max unexpired keys. The keys are one
+// request's: it records all of them or none. An entry is expired when now
+// > its expiry.
+func (s *seenSet) add(exp, now int64, keys ...[sha256.Size]byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for len(s.byExp) > 0 && s.byExp[0].exp < now {
 		e := heap.Pop(&s.byExp).(expiring)
 		delete(s.entries, e.key)
 	}
-	if _, ok := s.entries[key]; ok {
-		return ErrReplay
+	for _, k := range keys {
+		if _, ok := s.entries[k]; ok {
+			return ErrReplay
+		}
 	}
-	if len(s.entries) >= s.max {
+	if len(s.entries)+len(keys) > s.max {
 		return ErrSeenFull
 	}
-	s.entries[key] = exp
-	heap.Push(&s.byExp, expiring{key: key, exp: exp})
+	for _, k := range keys {
+		s.entries[k] = exp
+		heap.Push(&s.byExp, expiring{key: k, exp: exp})
+	}
 	return nil
 }
 

@@ -173,15 +173,25 @@ func (v *Verifier) VerifyAt(h http.Header, body []byte, now time.Time) error {
 		return fmt.Errorf("%w: timestamp %d is %v from now, tolerance %v", ErrTimestampTolerance, secs, skew.Round(time.Second), v.cfg.Tolerance)
 	}
 	var match, found bool
-	var key [sha256.Size]byte
+	// The replay keys: a request is a replay when any is recorded. Under
+	// SchemeBoth a request verified by Standard Webhooks records the
+	// floodgate key too (the sender signs both with one timestamp), so
+	// the same request with its webhook-signature stripped is a replay.
+	var keys [][sha256.Size]byte
+	floodgateKey := func(mac []byte) [sha256.Size]byte {
+		return sha256.Sum256(append([]byte("floodgate\x00"+ts+"\x00"), mac...))
+	}
 	if standard {
 		want := macStandard(v.cfg.Secret, id, ts, body)
 		match, found = matchStandard(sigs, want)
-		key = sha256.Sum256([]byte("standard-webhooks\x00" + id + "\x00" + ts))
+		keys = append(keys, sha256.Sum256([]byte("standard-webhooks\x00"+id+"\x00"+ts)))
+		if v.cfg.Scheme == SchemeBoth {
+			keys = append(keys, floodgateKey(macFloodgate(v.cfg.Secret, ts, body)))
+		}
 	} else {
 		want := macFloodgate(v.cfg.Secret, ts, body)
 		match, found = matchFloodgate(sigs, want)
-		key = sha256.Sum256(append([]byte("floodgate\x00"+ts+"\x00"), want...))
+		keys = append(keys, floodgateKey(want))
 	}
 	if !found {
 		return fmt.Errorf("%w: no v1 signature in %s", ErrNoSignature, sigName)
@@ -189,7 +199,7 @@ func (v *Verifier) VerifyAt(h http.Header, body []byte, now time.Time) error {
 	if !match {
 		return ErrSignatureMismatch
 	}
-	if err := v.seen.add(key, sent.Add(v.cfg.Tolerance).UnixNano(), now.UnixNano()); err != nil {
+	if err := v.seen.add(sent.Add(v.cfg.Tolerance).UnixNano(), now.UnixNano(), keys...); err != nil {
 		if standard {
 			return fmt.Errorf("%w: webhook-id %q, timestamp %d", err, id, secs)
 		}

@@ -162,6 +162,30 @@ func TestVerifierReplay(t *testing.T) {
 	}
 }
 
+// TestVerifierBothReplayStripped: under SchemeBoth, a captured request of a
+// SchemeBoth sender replayed without its webhook-signature (so that the
+// floodgate scheme checks it) is still a replay.
+func TestVerifierBothReplayStripped(t *testing.T) {
+	now := t0
+	v := newVerifier(t, func(c *webhook.VerifierConfig) { c.Scheme, c.Now = webhook.SchemeBoth, func() time.Time { return now } })
+	both := standardHeaders(msgID, t0.Unix())
+	for k, vs := range floodgateHeaders(t0.Unix()) {
+		both[k] = vs
+	}
+	if err := v.Verify(both, body); err != nil {
+		t.Fatalf("first delivery: %v", err)
+	}
+	stripped := both.Clone()
+	stripped.Del(webhook.HeaderWebhookSignature)
+	now = t0.Add(time.Second)
+	if err := v.Verify(stripped, body); !errors.Is(err, webhook.ErrReplay) {
+		t.Fatalf("replay without webhook-signature: Verify = %v, want ErrReplay", err)
+	}
+	if err := v.Verify(both, body); !errors.Is(err, webhook.ErrReplay) {
+		t.Fatalf("replay as sent: Verify = %v, want ErrReplay", err)
+	}
+}
+
 // TestVerifierSeenFull: a full seen-set refuses new requests (fail closed)
 // until its entries expire; failed verifications take no room.
 func TestVerifierSeenFull(t *testing.T) {
