@@ -323,9 +323,9 @@ func writeDeadLetterTable(w io.Writer, l deadLetterList) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tUUID\tAGE\tREASON\tATTEMPTS\tSERVICE\tPARTNER\tORIGINAL TOPIC\tSIZE\tLAST ERROR")
 	for _, d := range l.DeadLetters {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\n", d.Seq, d.UUID,
-			time.Duration(d.AgeSeconds*float64(time.Second)).Truncate(time.Second), orDash(d.Reason), d.Attempts,
-			orDash(quoted(d.Service)), orDash(quoted(d.Partner)), orDash(d.OriginalTopic), d.SizeBytes, orDash(oneLine(d.LastError, 60)))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%d\t%s\n", d.Seq, oneLine(d.UUID, 80),
+			time.Duration(d.AgeSeconds*float64(time.Second)).Truncate(time.Second), orDash(oneLine(d.Reason, 40)), d.Attempts,
+			orDash(quoted(d.Service)), orDash(quoted(d.Partner)), orDash(oneLine(d.OriginalTopic, 80)), d.SizeBytes, orDash(oneLine(d.LastError, 60)))
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "%d of %d dead letters in %s match", l.Matched, l.Scanned, l.Stream)
@@ -338,12 +338,12 @@ func writeDeadLetterTable(w io.Writer, l deadLetterList) {
 func writeDeadLetter(w io.Writer, d deadLetter) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, kv := range [][2]string{
-		{"sequence", strconv.FormatUint(d.Seq, 10)}, {"uuid", d.UUID}, {"subject", d.Subject},
+		{"sequence", strconv.FormatUint(d.Seq, 10)}, {"uuid", oneLine(d.UUID, 200)}, {"subject", oneLine(d.Subject, 300)},
 		{"service", orDash(quoted(d.Service))}, {"partner", orDash(quoted(d.Partner))},
-		{"original topic", orDash(d.OriginalTopic)}, {"reason", orDash(d.Reason)}, {"attempts", strconv.Itoa(d.Attempts)},
-		{"replays", strconv.Itoa(d.Replays)}, {"dead-lettered at", d.DeadLetteredAt},
+		{"original topic", orDash(oneLine(d.OriginalTopic, 300))}, {"reason", orDash(oneLine(d.Reason, 100))}, {"attempts", strconv.Itoa(d.Attempts)},
+		{"replays", strconv.Itoa(d.Replays)}, {"dead-lettered at", oneLine(d.DeadLetteredAt, 100)},
 		{"age", time.Duration(d.AgeSeconds * float64(time.Second)).Truncate(time.Second).String()},
-		{"first diverted at", orDash(d.FirstDivertedAt)}, {"size", fmt.Sprintf("%d bytes", d.SizeBytes)},
+		{"first diverted at", orDash(oneLine(d.FirstDivertedAt, 100))}, {"size", fmt.Sprintf("%d bytes", d.SizeBytes)},
 		{"payload in bucket", strconv.FormatBool(d.PayloadInBucket)}, {"last error", orDash(oneLine(d.LastError, 1000))},
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", kv[0], kv[1])
@@ -353,7 +353,7 @@ func writeDeadLetter(w io.Writer, d deadLetter) {
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "  AT\tEVENT\tREASON\tATTEMPT\tERROR")
 	for _, h := range d.History {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\n", orDash(h.At), h.Event, orDash(h.Reason), h.Attempt, orDash(oneLine(h.Error, 80)))
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%d\t%s\n", orDash(oneLine(h.At, 40)), oneLine(h.Event, 40), orDash(oneLine(h.Reason, 40)), h.Attempt, orDash(oneLine(h.Error, 80)))
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "\nmetadata:")
@@ -363,7 +363,7 @@ func writeDeadLetter(w io.Writer, d deadLetter) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "  %s: %s\n", k, oneLine(d.Metadata[k], 200))
+		fmt.Fprintf(w, "  %s: %s\n", oneLine(k, 100), oneLine(d.Metadata[k], 200))
 	}
 	fmt.Fprintf(w, "\npayload (%d bytes): %s\n", d.SizeBytes, d.PayloadPreview)
 }

@@ -125,3 +125,32 @@ func TestPreview(t *testing.T) {
 		}
 	}
 }
+
+// Fields of a dead letter come from outside: control bytes in them (a
+// terminal escape sequence) are shown quoted, never written raw.
+func TestDeadLettersEscapeControlBytes(t *testing.T) {
+	s := newStreams(t, nil, nil)
+	pub, err := jsq.NewPublisher(jsq.PublisherConfig{Conn: natstest.Conn(t, s.url)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := retryqueue.New(retryqueue.Config{Publisher: pub, Service: "orders/as2", RetryTopic: s.retry, DeadLetterTopic: s.dead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := message.NewMessage("evil\x1b[2J", []byte("payload"))
+	m.Metadata.Set(retryqueue.MetaOriginalTopic, "topic\x1b]0;pwned\x07")
+	m.Metadata.Set("x-note\x1b[31m", "red\x1b[0m")
+	if err := q.DeadLetterTo(context.Background(), m, "ACME", retryqueue.DeadReasonPermanent, errors.New("HTTP 400\x1b[1A")); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"deadletters", "list"}, {"deadletters", "show", "1"}} {
+		code, out, errOut := runCmd(append(args, s.flags()...)...)
+		if code != exitOK || !strings.Contains(out, `evil\x1b[2J`) {
+			t.Fatalf("%v: exit %d, %q, %q", args, code, out, errOut)
+		}
+		if strings.ContainsAny(out, "\x1b\x07") {
+			t.Errorf("%v writes control bytes raw:\n%q", args, out)
+		}
+	}
+}

@@ -102,6 +102,8 @@ func fetchAll(ctx context.Context, st jetstream.Stream, subject string, last uin
 	if err != nil {
 		return fmt.Errorf("consumer: %w", err)
 	}
+	seen := first.Sequence - 1 // the last sequence handed to fn
+	empty := 0                 // empty fetches in a row
 	for {
 		batch, err := cons.Fetch(scanBatch, jetstream.FetchMaxWait(2*time.Second))
 		if err != nil {
@@ -125,13 +127,31 @@ func fetchAll(ctx context.Context, st jetstream.Stream, subject string, last uin
 			if err := fn(storedMsg{seq: md.Sequence.Stream, subject: jm.Subject(), header: jm.Headers(), data: jm.Data(), at: md.Timestamp}); err != nil {
 				return err
 			}
+			seen = md.Sequence.Stream
 			done = md.Sequence.Stream == last || md.NumPending == 0
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, jetstream.ErrNoMessages) {
 			return fmt.Errorf("fetch: %w", err)
 		}
-		if done || n == 0 {
+		if done {
 			return nil
+		}
+		if n > 0 {
+			empty = 0
+			continue
+		}
+		// An empty fetch ends the scan only when nothing up to last is
+		// left (deleted meanwhile); otherwise the server was slow: fetch
+		// again, a few times, then say the scan is incomplete.
+		next, err := st.GetMsg(ctx, seen+1, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) || err == nil && next.Sequence > last {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("read message after %d: %w", seen, err)
+		}
+		if empty++; empty == 3 {
+			return fmt.Errorf("scan incomplete: %d empty fetches with message %d of %d still stored", empty, next.Sequence, last)
 		}
 	}
 }
