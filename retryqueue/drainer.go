@@ -392,6 +392,9 @@ type Drainer struct {
 	// left is the consumer's pending count after the last message of the
 	// turn's last fetch (runTurns only; math.MaxUint64 before one).
 	left uint64
+	// sliceEnd is when the current turn's slice ends (runTurns only; see
+	// turnSlice).
+	sliceEnd time.Time
 
 	fetched, drained, redelivered, deferred, dead, ackErrors, gateClosed, failures, backoffs atomic.Uint64
 }
@@ -889,14 +892,14 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 	}
 	free := cap(d.slots) - len(d.slots)
 	if free <= 0 {
-		return d.rest(ctx, d.cfg.PollInterval) // a finishing handler wakes it
+		return d.restSlots(ctx, d.cfg.PollInterval) // a finishing handler wakes it
 	}
 	n := min(budget, d.lim.Burst(), int(tokens))
 	if free < n && free < max(1, cap(d.slots)/4) {
 		// Handlers hold most slots: wait for a quarter of them to free up
 		// (a finishing handler wakes it), so that a fetch, one round trip
 		// to the server, brings a batch rather than a message or two.
-		return d.rest(ctx, d.cfg.PollInterval)
+		return d.restSlots(ctx, d.cfg.PollInterval)
 	}
 	n = min(n, free)
 	if d.share != nil {
