@@ -178,7 +178,7 @@ func (d *Drainer) runTurns(ctx context.Context) error {
 		f0, s0 := d.fetched.Load(), d.drained.Load()+d.dead.Load()
 		d.left = math.MaxUint64
 		wait, shared, err := d.turn(ctx, &cons)
-		d.handlers.Wait()
+		d.waitHandlers()
 		if errors.Is(err, errDrainIdle) {
 			return nil
 		}
@@ -201,7 +201,7 @@ func (d *Drainer) runTurns(ctx context.Context) error {
 			d.sleep(ctx, wait)
 		}
 	}
-	d.handlers.Wait()
+	d.waitHandlers()
 	return nil
 }
 
