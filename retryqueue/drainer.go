@@ -359,6 +359,8 @@ type Drainer struct {
 	wake      chan struct{}
 	slots     chan struct{}  // one per message in a handler (FIFO mode)
 	handlers  sync.WaitGroup // FIFO-mode handlers in flight
+	work      chan item      // the worker pool's queue (see dispatch; Run's goroutine only)
+	workers   int            // the worker pool's workers (Run's goroutine only)
 	running   atomic.Bool
 	paused    atomic.Bool
 	turned    atomic.Bool // the breaker turned a drained message away
@@ -392,6 +394,9 @@ type Drainer struct {
 	// left is the consumer's pending count after the last message of the
 	// turn's last fetch (runTurns only; math.MaxUint64 before one).
 	left uint64
+	// sliceEnd is when the current turn's slice ends (runTurns only; see
+	// turnSlice).
+	sliceEnd time.Time
 
 	fetched, drained, redelivered, deferred, dead, ackErrors, gateClosed, failures, backoffs atomic.Uint64
 }
@@ -783,7 +788,7 @@ func (d *Drainer) Run(ctx context.Context) error {
 			c, err := d.openConsumer(ctx)
 			if errors.Is(err, jsq.ErrConfigMismatch) || errors.Is(err, ErrRouteConflict) {
 				d.cfg.Logger.Error("retryqueue: drain consumer refused", err, watermill.LogFields{"stream": d.cfg.Stream, "consumer": d.cfg.Consumer})
-				d.handlers.Wait()
+				d.waitHandlers()
 				return err
 			}
 			if err != nil {
@@ -823,7 +828,7 @@ func (d *Drainer) Run(ctx context.Context) error {
 		}
 		d.tick(time.Now())
 	}
-	d.handlers.Wait()
+	d.waitHandlers()
 	return nil
 }
 
@@ -889,14 +894,14 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 	}
 	free := cap(d.slots) - len(d.slots)
 	if free <= 0 {
-		return d.rest(ctx, d.cfg.PollInterval) // a finishing handler wakes it
+		return d.restSlots(ctx, d.cfg.PollInterval) // a finishing handler wakes it
 	}
 	n := min(budget, d.lim.Burst(), int(tokens))
 	if free < n && free < max(1, cap(d.slots)/4) {
 		// Handlers hold most slots: wait for a quarter of them to free up
 		// (a finishing handler wakes it), so that a fetch, one round trip
 		// to the server, brings a batch rather than a message or two.
-		return d.rest(ctx, d.cfg.PollInterval)
+		return d.restSlots(ctx, d.cfg.PollInterval)
 	}
 	n = min(n, free)
 	if d.share != nil {
@@ -1006,13 +1011,9 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 		// counts the drainer's own calls only once they are admitted, so
 		// then the round waits, as with per-key ordering.
 		for _, g := range groups {
-			it := g[0]
 			d.slots <- struct{}{}
 			d.lim.ReserveN(time.Now(), 1)
-			d.handlers.Go(func() {
-				defer func() { <-d.slots; d.releaseShare(1); d.Wake() }()
-				d.handle(ctx, it)
-			})
+			d.dispatch(ctx, g[0])
 		}
 		return nil
 	}
@@ -1058,11 +1059,69 @@ func (d *Drainer) deferMsg(it item, delay time.Duration) {
 	d.deferred.Add(1)
 }
 
+// dispatch hands it, holding one of d.slots, to the worker pool (FIFO
+// mode), which releases the slot once it is settled. The pool starts a
+// worker whenever it has fewer workers than messages holding slots, so a
+// message never waits for another's handler; its workers stay until
+// waitHandlers, so a worker's stack, grown by the handler chain, is grown
+// once rather than per message. Only the goroutine running Run calls it.
+func (d *Drainer) dispatch(ctx context.Context, it item) {
+	d.handlers.Add(1)
+	if d.work == nil {
+		d.work = make(chan item, cap(d.slots))
+	}
+	d.work <- it // never blocks: a message in it holds a slot
+	if d.workers < len(d.slots) {
+		d.workers++
+		work, base := d.work, context.WithoutCancel(ctx)
+		go func() {
+			for it := range work {
+				d.handleIn(base, it)
+				<-d.slots
+				d.releaseShare(1)
+				d.Wake()
+				d.handlers.Done()
+			}
+		}()
+	}
+}
+
+// waitHandlers waits for the handlers in flight and their acks, then stops
+// the worker pool. Only the goroutine running Run calls it.
+func (d *Drainer) waitHandlers() {
+	d.handlers.Wait()
+	if d.work != nil {
+		close(d.work)
+		d.work, d.workers = nil, 0
+	}
+}
+
+// drainCtx is a drained message's context: it carries drainedKey and the
+// message's slot (one allocation rather than two context.WithValue).
+type drainCtx struct {
+	context.Context
+	s *slot
+}
+
+func (c *drainCtx) Value(key any) any {
+	switch key.(type) {
+	case drainedKey:
+		return true
+	case slotKey:
+		return c.s
+	}
+	return c.Context.Value(key)
+}
+
 // handle runs the handler on one message, acks or naks it, and feeds the
 // outcome to the adaptive control and the ordering holds.
 func (d *Drainer) handle(ctx context.Context, it item) {
+	d.handleIn(context.WithoutCancel(ctx), it)
+}
+
+// handleIn is handle with base, a context that is never canceled.
+func (d *Drainer) handleIn(base context.Context, it item) {
 	jm, wm := it.jm, it.wm
-	base := context.WithoutCancel(ctx)
 	// The consumer's filter subject keeps other routes' messages away; a
 	// message whose route metadata disagrees with its subject (or a subject
 	// outside the filter) is never delivered.
@@ -1090,7 +1149,7 @@ func (d *Drainer) handle(ctx context.Context, it item) {
 		return
 	}
 	s := &slot{uuid: wm.UUID, route: r}
-	hctx, cancel := context.WithTimeout(context.WithValue(context.WithValue(base, drainedKey{}, true), slotKey{}, s), d.cfg.HandlerTimeout)
+	hctx, cancel := context.WithTimeout(&drainCtx{Context: base, s: s}, d.cfg.HandlerTimeout)
 	defer cancel()
 	wm.SetContext(hctx)
 	d.inflight.Store(wm.UUID, true)

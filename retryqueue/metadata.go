@@ -272,8 +272,10 @@ func (q *Queue) Malformed(msg *message.Message) (reason string, bad bool) {
 			}
 		}
 	}
-	if _, err := History(msg); err != nil {
-		return fmt.Sprintf("%s is not a JSON history: %v", MetaHistory, err), true
+	if v, ok := md[MetaHistory]; ok && !canonicalHistory(v) {
+		if _, err := History(msg); err != nil {
+			return fmt.Sprintf("%s is not a JSON history: %v", MetaHistory, err), true
+		}
 	}
 	now := q.cfg.Clock.Now()
 	for _, k := range []string{MetaFirstDivertedAt, MetaDivertedAt, MetaNotBefore, MetaDeadAt} {

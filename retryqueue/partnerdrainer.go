@@ -157,11 +157,13 @@ type PartnerStatus struct {
 // The partners take turns: at most [PartnerDrainerConfig.MaxDraining] hold
 // a consumer and fetch at once (lanes). A partner queues for a lane only
 // while its gate admits messages and its rate has a batch ready (its token
-// bucket full), creates its consumer (in server memory), fetches a batch,
-// and, if another partner waits, gives the lane up and goes to the back of
-// the queue: round-robin, one batch per turn, so every partner with a
-// backlog gets a turn before any gets a second, and a partner's share is
-// its batch per round of turns. Once its handlers are done it deletes the
+// bucket full), creates its consumer (in server memory), fetches batches
+// for a slice of 100ms (while its gate, its rate and its backlog allow;
+// within the slice it waits for its own handlers to free slots), and, if
+// another partner waits, gives the lane up and goes to the back of the
+// queue: round-robin, one slice per turn, so every partner with a backlog
+// gets a turn before any gets a second, and a partner's share is what it
+// fetched in its slice per round of turns. Once its handlers are done it deletes the
 // consumer (kept only while messages of it await an ack: a nak delay, or
 // another replica's). While nobody waits, a partner keeps its lane and
 // drains as a lone [Drainer] does. The bound exists because every consumer

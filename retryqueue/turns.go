@@ -104,6 +104,25 @@ func (d *Drainer) rest(ctx context.Context, dur time.Duration) error {
 	return nil
 }
 
+// turnSlice is how long a [PartnerDrainer] partner's turn may go on while
+// other partners wait for a lane, as long as its gate, its rate and its
+// backlog allow: several batches per turn, so the consumer a turn creates
+// and deletes is paid for by more than one batch. Every partner gets the
+// same slice, so the turns stay fair.
+const turnSlice = 100 * time.Millisecond
+
+// restSlots makes round wait dur for its handlers to free in-flight
+// slots (a finishing handler wakes it). A [PartnerDrainer]'s partner
+// waits so within its turn's slice, and past it, while another partner
+// waits for a lane, ends the turn instead.
+func (d *Drainer) restSlots(ctx context.Context, dur time.Duration) error {
+	if d.lanes != nil && d.lanes.waiting() && !time.Now().Before(d.sliceEnd) {
+		return turnOver{dur}
+	}
+	d.sleep(ctx, dur)
+	return nil
+}
+
 // gatePaused records a look at the gate that found no budget; on the
 // first look of a pause it makes the idle check and reports true when the
 // drain is to end (a [PartnerDrainer]'s partner with no backlog).
@@ -159,7 +178,7 @@ func (d *Drainer) runTurns(ctx context.Context) error {
 		f0, s0 := d.fetched.Load(), d.drained.Load()+d.dead.Load()
 		d.left = math.MaxUint64
 		wait, shared, err := d.turn(ctx, &cons)
-		d.handlers.Wait()
+		d.waitHandlers()
 		if errors.Is(err, errDrainIdle) {
 			return nil
 		}
@@ -182,7 +201,7 @@ func (d *Drainer) runTurns(ctx context.Context) error {
 			d.sleep(ctx, wait)
 		}
 	}
-	d.handlers.Wait()
+	d.waitHandlers()
 	return nil
 }
 
@@ -212,16 +231,19 @@ func (d *Drainer) turn(ctx context.Context, cons *jetstream.Consumer) (wait time
 	} else {
 		shared = true // kept from an earlier turn: messages await an ack
 	}
+	d.sliceEnd = time.Now().Add(turnSlice)
 	for ctx.Err() == nil {
 		err := d.round(ctx, *cons)
-		d.tick(time.Now())
+		now := time.Now()
+		d.tick(now)
 		var over turnOver
 		switch {
 		case err == nil:
-			if d.lanes.waiting() {
+			if d.lanes.waiting() && (d.left == 0 || !now.Before(d.sliceEnd)) {
 				return 0, shared, nil
 			}
-			// Nobody waits: keep the lane and the consumer.
+			// Nobody waits, or the slice and the backlog last: keep the
+			// lane and the consumer.
 		case errors.Is(err, errDrainIdle):
 			*cons = nil
 			return 0, shared, err
