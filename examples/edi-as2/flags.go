@@ -18,6 +18,7 @@ type options struct {
 	produceFor      time.Duration    // how long the producer publishes
 	healthyFor      time.Duration    // healthy partner before the outage
 	outage          time.Duration    // partner answers 503
+	outageCalls     int              // the outage lasts also until this many requests; 0 = time only
 	fragile         time.Duration    // partner capacity-limited after the outage
 	fragileCapacity float64          // messages/s the partner takes while fragile
 	capacityAfter   float64          // messages/s the partner takes once healthy; 0 = unlimited
@@ -35,9 +36,10 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&o.rate, "rate", 60, "X12 850 messages published per second, over all retailers, in (0, 5000]")
 	fs.IntVar(&o.retailers, "retailers", 3, fmt.Sprintf("retailers (AS2 partners) the orders go to in turn, each with its own breaker, in [1, %d]", maxRetailers))
 	fs.IntVar(&o.faulty, "faulty", 1, "the retailer, 1 to -retailers, that follows the fault script (-healthy, -outage, -fragile); the others stay healthy")
-	fs.DurationVar(&o.produceFor, "produce-for", 20*time.Second, "how long the producer publishes, in (0, 10m]")
+	fs.DurationVar(&o.produceFor, "produce-for", 20*time.Second, "how long the producer publishes at least, in (0, 10m]; it goes on (at most -settle more) until the faulty retailer is in its last phase with its breaker closed, so the run always shows the recovery")
 	fs.DurationVar(&o.healthyFor, "healthy", 3*time.Second, "faulty retailer healthy before the outage, in [0, 10m]")
 	fs.DurationVar(&o.outage, "outage", 6*time.Second, "outage: the faulty retailer answers HTTP 503, in [0, 1h]")
+	fs.IntVar(&o.outageCalls, "outage-calls", 0, "the outage lasts also until the faulty retailer has answered this many requests with 503, so its breaker sees that many failures however slowly the machine runs; 0 = -outage alone, in [0, 100000]")
 	fs.DurationVar(&o.fragile, "fragile", 5*time.Second, "fragile recovery after the outage, in [0, 1h]")
 	fs.Float64Var(&o.fragileCapacity, "fragile-capacity", 15, "messages/s the faulty retailer takes while fragile; excess gets 503, in (0, 5000]")
 	fs.Float64Var(&o.capacityAfter, "capacity-after", 100, "messages/s the faulty retailer takes once recovered (excess gets 503); 0 = unlimited, in [0, 5000]")
@@ -65,6 +67,10 @@ func (o options) validate() error {
 	c.Duration("produce-for", o.produceFor, 0, 10*time.Minute, true)
 	c.Duration("healthy", o.healthyFor, 0, 10*time.Minute, false)
 	c.Duration("outage", o.outage, 0, time.Hour, false)
+	c.Int("outage-calls", o.outageCalls, 0, 100000)
+	if o.outageCalls > 0 && o.outage == 0 {
+		c.Failf("-outage-calls %d needs an outage: -outage must be > 0", o.outageCalls)
+	}
 	c.Duration("fragile", o.fragile, 0, time.Hour, false)
 	c.Duration("settle", o.settle, 0, time.Hour, true)
 	c.Addr("metrics-addr", o.metricsAddr)

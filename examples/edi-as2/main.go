@@ -4,7 +4,11 @@
 // each over AS2 to the retailer its AS2-To names, each retailer behind its
 // own circuit breaker. One retailer (-faulty) follows a fault script
 // (healthy, outage, fragile recovery, healthy); the others stay healthy and
-// keep flowing. While the faulty retailer's breaker is open, its orders are
+// keep flowing. -outage-calls N makes the outage last until the retailer
+// answered N requests with 503 (and at least -outage), so its breaker sees
+// them however slowly the machine runs; the producer goes on past
+// -produce-for until the retailer has recovered (its last phase, its
+// breaker closed), so the recovery always has traffic. While the faulty retailer's breaker is open, its orders are
 // diverted to the JetStream retry queue; its drain releases the backlog
 // once it is back, at a rate that seeks its spare capacity (-capacity-after
 // sets its capacity once recovered). The timeline shows every

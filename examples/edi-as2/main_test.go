@@ -15,13 +15,26 @@ import (
 // HTTP, one of them (the second) with an outage that trips its breaker, and
 // a drain. Per retailer: nothing lost or misdelivered; the faulty one
 // tripped and drained, the healthy ones never tripped.
+//
+// Each assertion holds at any machine speed (regression: on a loaded
+// machine only 7 calls reached the retailer in its 2 s outage, too few to
+// trip). The outage lasts until the retailer has answered 10 requests with
+// 503 (-outage-calls): every one is a call the closed breaker admitted, so
+// its window of 20 holds 10 failures (only calls in flight when the outage
+// began can report a success among them), a failure rate of 0.5: it trips.
+// Those failures are diverted, and delivered later only by the drain. The
+// producer goes on until the retailer recovered with its breaker closed,
+// so the run ends closed: time to full traffic and drain time are
+// measured. The backlog and drain rate peaks are also taken from events
+// (each diversion, each drained message), which a starved 100 ms sampler
+// cannot miss.
 func TestShortRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the example end to end (~15 s)")
 	}
 	o, err := parseFlags([]string{
 		"-rate", "60", "-retailers", "3", "-faulty", "2",
-		"-produce-for", "6s", "-healthy", "1s", "-outage", "2s",
+		"-produce-for", "6s", "-healthy", "1s", "-outage", "2s", "-outage-calls", "10",
 		"-fragile", "1s", "-fragile-capacity", "15", "-settle", "45s",
 	}, &bytes.Buffer{})
 	if err != nil {
@@ -100,6 +113,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-fragile-capacity", "0"}, "-fragile-capacity"},
 		{[]string{"-capacity-after", "-1"}, "-capacity-after"},
 		{[]string{"-outage", "soon"}, "-outage"},
+		{[]string{"-outage-calls", "-1"}, "-outage-calls"},
+		{[]string{"-outage", "0", "-outage-calls", "5"}, "-outage-calls 5 needs an outage"},
 		{[]string{"-produce-for", "0s"}, "-produce-for"},
 		{[]string{"-settle", "-1s"}, "-settle"},
 		{[]string{"extra"}, "extra"},

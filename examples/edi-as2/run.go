@@ -29,6 +29,7 @@ import (
 	"github.com/floodgate-go/floodgate/internal/exampleutil"
 	"github.com/floodgate-go/floodgate/internal/x12"
 	"github.com/floodgate-go/floodgate/jsq"
+	"github.com/floodgate-go/floodgate/middleware"
 	"github.com/floodgate-go/floodgate/partner"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
@@ -148,9 +149,22 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		return nil, err
 	}
 	var pc exampleutil.PartnerCounters
-	var tl transitions // the faulty retailer's
+	var tl transitions       // the faulty retailer's
+	var backlog backlogCount // all retailers'
+	var drainPeak peakRate   // the faulty retailer's
+	var fg *floodgate.Floodgate
+	// faultyRate is the faulty retailer's drain rate limit (0 when it is
+	// not draining).
+	faultyRate := func() float64 {
+		for _, s := range fg.Drain().Partners() {
+			if s.Key == faulty.id {
+				return s.Rate
+			}
+		}
+		return 0
+	}
 	retryTopic, deadTopic := "floodgate_retry_"+runID, "floodgate_dead_"+runID
-	fg, err := floodgate.New(ctx, router, floodgate.Config{
+	fg, err = floodgate.New(ctx, router, floodgate.Config{
 		Name: "as2-delivery", Topic: sourceTopic, Subscriber: sub, JetStream: js,
 		PartnerKey: func(m *message.Message) string { return m.Metadata.Get("AS2-To") },
 		Deliver: func(msg *message.Message) error {
@@ -162,6 +176,10 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 			_, err := r.sender.Send(msg.Context(), msg.UUID, msg.Payload)
 			if err == nil && retryqueue.FromDrain(msg.Context()) {
 				pc.Of(key).Drained.Add(1)
+				backlog.settled(msg.UUID)
+				if r == faulty { // its drain is running: its rate is set
+					drainPeak.see(faultyRate())
+				}
 			}
 			return err
 		},
@@ -183,7 +201,10 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		// count too: the capacity is shared.
 		Drain:   retryqueue.PartnerDrainerConfig{Drainer: retryqueue.DrainerConfig{Rate: 10, SlowCall: 2 * time.Second}},
 		Metrics: reg,
-		OnEvent: pc.OnEvent,
+		OnEvent: func(ev middleware.Event) {
+			pc.OnEvent(ev)
+			backlog.event(ev)
+		},
 		OnTransition: func(p *partner.Partner, t breaker.Transition) {
 			pc.OnTransition(p, t)
 			if r := byID[p.Key()]; r != nil {
@@ -223,7 +244,16 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		r.receiver.StartAt(produceStart)
 	}
 	produced := make(chan map[string][]string, 1)
-	go func() { produced <- produce(runCtx, pub, sourceTopic, docs, retailers, o) }()
+	// The producer goes on past -produce-for until the faulty retailer is
+	// in its last phase with its breaker closed, so that its recovery has
+	// traffic to close on however late the outage ended.
+	last := len(faulty.receiver.Script()) - 1
+	recovered := func() bool {
+		ch := faulty.receiver.PhaseChanges()
+		p, ok := fg.Partners().Lookup(faulty.id)
+		return ch[len(ch)-1].Phase == last && (!ok || p.Breaker().State() == breaker.StateClosed)
+	}
+	go func() { produced <- produce(runCtx, pub, sourceTopic, docs, retailers, o, recovered) }()
 
 	// 5. Timeline until everything is accounted for or -settle runs out. The
 	// backlogs are sampled every 100 ms (for drain_s); a line is printed per
@@ -239,16 +269,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		}
 		return strings.Join(parts, ",")
 	}
-	faultyRate := func() float64 {
-		for _, s := range fg.Drain().Partners() {
-			if s.Key == faulty.id {
-				return s.Rate
-			}
-		}
-		return 0
-	}
 	total := func(f func(*exampleutil.Counters) int64) int64 { return pc.Sum(f) }
-	outageEnd := produceStart.Add(o.healthyFor + o.outage)
 	sum := &summary{}
 	var idsByRetailer map[string][]string
 	var prev snapshot
@@ -282,7 +303,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 				}
 			}
 			sum.BacklogPeak = max(sum.BacklogPeak, depth)
-			sum.DrainRatePeak = max(sum.DrainRatePeak, faultyRate())
+			drainPeak.see(faultyRate())
 			if now.Sub(lastLine) >= time.Second {
 				lastLine = lastLine.Add(time.Second)
 				cur := snapshot{
@@ -316,12 +337,17 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		sourceQueued = int(n)
 	}
 
-	sum.RetripsAfterRecovery = tl.tripsAfterRecovery(outageEnd)
+	// The outage ended when the partner left it, which -outage-calls (or a
+	// starved machine) can make later than -healthy + -outage.
 	sum.TimeToFullTrafficS, sum.DrainS = -1, faulty.drain.Seconds()
-	if last, ok := tl.lastClose(); ok && tl.last() == breaker.StateClosed {
-		sum.TimeToFullTrafficS = round1(max(0, last.Sub(outageEnd).Seconds()))
+	if outageEnd, ok := outageEnd(faulty.receiver.PhaseChanges(), o); ok {
+		sum.RetripsAfterRecovery = tl.tripsAfterRecovery(outageEnd)
+		if last, ok := tl.lastClose(); ok && tl.last() == breaker.StateClosed {
+			sum.TimeToFullTrafficS = round1(max(0, last.Sub(outageEnd).Seconds()))
+		}
 	}
-	sum.DrainRatePeak = math.Round(sum.DrainRatePeak)
+	sum.BacklogPeak = max(sum.BacklogPeak, backlog.highest())
+	sum.DrainRatePeak = math.Round(drainPeak.get())
 	account(sum, retailers, &pc, bl, sourceQueued)
 	st := faulty.receiver.Stats()
 	sum.PartnerErrors = st.Errors
@@ -457,6 +483,26 @@ func accounted(retailers []*retailer, pc *exampleutil.PartnerCounters) bool {
 	return true
 }
 
+// outageEnd returns when the faulty retailer's outage ended, from its
+// partner's phase changes: when the phase after the outage began (with no
+// outage, when the healthy phase ended). ok is false if that phase has not
+// begun.
+func outageEnd(changes []as2partner.PhaseChange, o options) (time.Time, bool) {
+	next := 0 // the index of the phase after the outage in script(o)
+	if o.healthyFor > 0 {
+		next++
+	}
+	if o.outage > 0 {
+		next++
+	}
+	for _, c := range changes {
+		if c.Phase == next {
+			return c.At, true
+		}
+	}
+	return time.Time{}, false
+}
+
 // script is the partner's fault script: healthy, outage (503), fragile
 // recovery with a capacity limit, then healthy for good.
 func script(o options) []as2partner.Phase {
@@ -465,7 +511,7 @@ func script(o options) []as2partner.Phase {
 		s = append(s, as2partner.Phase{Name: "healthy", Duration: o.healthyFor, Mode: as2partner.Healthy})
 	}
 	if o.outage > 0 {
-		s = append(s, as2partner.Phase{Name: "outage", Duration: o.outage, Mode: as2partner.Down})
+		s = append(s, as2partner.Phase{Name: "outage", Duration: o.outage, MinRequests: o.outageCalls, Mode: as2partner.Down})
 	}
 	if o.fragile > 0 {
 		s = append(s, as2partner.Phase{Name: "fragile", Duration: o.fragile, Mode: as2partner.Fragile,
@@ -509,13 +555,17 @@ func loadDocs() ([]*x12.Interchange, error) {
 }
 
 // produce publishes renumbered copies of docs at o.rate for o.produceFor,
+// and after that until recovered reports true (at most o.settle more),
 // each to the next retailer in turn (its AS2 ID in the AS2-To metadata),
 // and returns the UUIDs it published (confirmed by JetStream) per retailer.
-func produce(ctx context.Context, pub message.Publisher, topic string, docs []*x12.Interchange, retailers []*retailer, o options) map[string][]string {
+func produce(ctx context.Context, pub message.Publisher, topic string, docs []*x12.Interchange, retailers []*retailer, o options, recovered func() bool) map[string][]string {
 	lim := rate.NewLimiter(rate.Limit(o.rate), 1)
 	ids := map[string][]string{}
 	deadline := time.Now().Add(o.produceFor)
-	for n := 1; time.Now().Before(deadline); n++ {
+	more := func(now time.Time) bool {
+		return now.Before(deadline) || now.Before(deadline.Add(o.settle)) && !recovered()
+	}
+	for n := 1; more(time.Now()); n++ {
 		if err := lim.Wait(ctx); err != nil {
 			break
 		}

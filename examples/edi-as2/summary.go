@@ -9,15 +9,19 @@ import (
 
 // summary is the run's outcome; -summary writes it as one JSON object.
 // The common keys total over the retailers and "partners" has them per
-// retailer; the recovery figures are the faulty retailer's.
+// retailer; the recovery figures are the faulty retailer's. backlog_peak
+// is the larger of the retry stream's depth, sampled every 100 ms, and the
+// count of diverted messages not yet drained or dead-lettered, followed
+// from events (which a starved sampler cannot miss).
 type summary struct {
 	exampleutil.Summary
 	Drained         int `json:"drained"`
 	SignedEncrypted int `json:"signed_encrypted"` // orders the retailers processed that were signed and encrypted
 	SignedMDNs      int `json:"signed_mdns"`      // signed MDNs the retailers returned
 	// RetripsAfterRecovery counts the faulty retailer's trips after its
-	// breaker first closed once the outage was over: trips the drain (or
-	// the fragile phase) caused.
+	// breaker first closed once the outage was over (when the partner left
+	// it, which -outage-calls can make later than -healthy + -outage):
+	// trips the drain (or the fragile phase) caused.
 	RetripsAfterRecovery int `json:"retrips_after_recovery"`
 	// TimeToFullTrafficS runs from the end of the outage to the faulty
 	// retailer's last close (full traffic admitted from then on); -1 if
@@ -28,7 +32,8 @@ type summary struct {
 	// backlog never emptied.
 	DrainS float64 `json:"drain_s"`
 	// DrainRatePeak is the highest drain rate limit the faulty retailer's
-	// adaptive control reached, in messages/s.
+	// adaptive control reached, in messages/s: read every 100 ms and at
+	// each message it drained.
 	DrainRatePeak float64 `json:"drain_rate_peak"`
 }
 

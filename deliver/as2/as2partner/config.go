@@ -61,10 +61,18 @@ func (e Excess) String() string {
 type Phase struct {
 	// Name labels the phase in timelines. Optional. Default: the Mode's name.
 	Name string
-	// Duration is how long the phase lasts. Optional: 0 means forever, and is
-	// allowed on the last phase only. The last phase lasts forever whatever
-	// its Duration. Must not be negative.
+	// Duration is how long the phase lasts at least, from its start.
+	// Optional: 0 means forever, and is allowed on the last phase only. The
+	// last phase lasts forever whatever its Duration. Must not be negative.
 	Duration time.Duration
+	// MinRequests makes the phase last also until it has received that many
+	// requests (each one answered as this phase says): it ends at the later
+	// of its start + Duration and the arrival of its MinRequests-th request,
+	// and the later phases start that much later. So an outage is seen by
+	// that many calls however slowly the caller runs. Optional. Default 0:
+	// Duration alone decides. Must not be negative. Ignored on the last
+	// phase, which lasts forever.
+	MinRequests int
 	// Mode is the behaviour during the phase. Optional. Default Healthy.
 	Mode Mode
 	// Capacity is the number of messages per second a Fragile partner
@@ -110,6 +118,9 @@ type Config struct {
 	AS2ID string
 	// Clock tells the script's time and drives the Fragile rate limit.
 	// Optional. Default: the wall clock. Latencies are always real time.
+	// The partner reads it once per request, under its lock, so with a
+	// clock that never goes back requests are counted (Phase.MinRequests)
+	// in the order of their times.
 	Clock Clock
 	// MaxBodySize bounds a request body, in bytes; a larger one gets HTTP
 	// 413. Optional. Default 10 MiB. Must not be negative.
@@ -163,8 +174,8 @@ func (c *Config) setDefaults() {
 // Validate reports whether c, with defaults applied to its zero fields, is
 // valid: the check [New] makes. It does not modify c. The error names the
 // field and wraps the sentinel that states its allowed range:
-// [ErrPhaseDuration], [ErrMode], [ErrCapacity], [ErrLatency], [ErrAS2ID],
-// [ErrMaxBodySize] or [ErrKey].
+// [ErrPhaseDuration], [ErrMinRequests], [ErrMode], [ErrCapacity],
+// [ErrLatency], [ErrAS2ID], [ErrMaxBodySize] or [ErrKey].
 func (c Config) Validate() error {
 	c.setDefaults() // copies Script: the caller's phases stay as they are
 	return c.validate()
@@ -176,6 +187,9 @@ func (c *Config) validate() error {
 		field := fmt.Sprintf("Config.Script[%d]", i)
 		if p.Duration < 0 || (p.Duration == 0 && i < len(c.Script)-1) {
 			return fmt.Errorf("%s.Duration %v: %w", field, p.Duration, ErrPhaseDuration)
+		}
+		if p.MinRequests < 0 {
+			return fmt.Errorf("%s.MinRequests %d: %w", field, p.MinRequests, ErrMinRequests)
 		}
 		if p.Mode < Healthy || p.Mode > Fragile {
 			return fmt.Errorf("%s.Mode %v: %w", field, p.Mode, ErrMode)

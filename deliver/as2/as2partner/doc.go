@@ -18,6 +18,13 @@
 //
 // The last phase, or one with Duration 0, lasts forever.
 //
+// A phase with MinRequests lasts also until it has received that many
+// requests: it ends at the later of its start + Duration and the arrival of
+// its MinRequests-th request, and the later phases shift by as much. Time
+// alone cannot promise a caller a number of calls in an outage (a loaded
+// machine makes fewer); a count can. [Partner.PhaseChanges] tells when each
+// phase actually began.
+//
 // # Records
 //
 // A message counts as received only when a "processed" MDN is returned for

@@ -8,6 +8,8 @@ var (
 	// ErrPhaseDuration: a Phase's Duration is negative, or zero ("forever")
 	// on a phase that is not the last one.
 	ErrPhaseDuration = errors.New("as2partner: phase duration must be > 0, or 0 (forever) on the last phase only")
+	// ErrMinRequests: a Phase's MinRequests is negative.
+	ErrMinRequests = errors.New("as2partner: phase MinRequests must not be negative")
 	// ErrMode: a Phase's Mode or Excess is not one of the defined constants.
 	ErrMode = errors.New("as2partner: unknown mode")
 	// ErrCapacity: a Fragile phase's Capacity is not a finite number > 0, or

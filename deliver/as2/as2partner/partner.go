@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -13,7 +14,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/floodgate-go/floodgate/deliver/as2"
-	"github.com/floodgate-go/floodgate/internal/faultscript"
 	"github.com/floodgate-go/floodgate/internal/x12"
 )
 
@@ -59,7 +59,8 @@ type Partner struct {
 
 	mu       sync.Mutex
 	started  bool
-	t0       time.Time
+	sched    schedule        // the phase in force at the last request
+	starts   []time.Time     // when phases 0..sched.idx began
 	limiters []*rate.Limiter // per phase; nil for phases that are not Fragile
 	received map[string]int  // Message-ID -> times processed
 	controls map[string]int  // ISA13 -> times processed
@@ -99,23 +100,33 @@ func (p *Partner) newLimiters() []*rate.Limiter {
 }
 
 // Start sets the script's t=0 to now (Config.Clock). Calling it again
-// restarts the script and refills the Fragile token buckets; records and
-// stats are kept.
+// restarts the script (its phases, their request counts and the Fragile
+// token buckets); records and stats are kept.
 func (p *Partner) Start() { p.StartAt(p.clock.Now()) }
 
 // StartAt sets the script's t=0 to t.
 func (p *Partner) StartAt(t time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.started, p.t0 = true, t
+	p.startLocked(t)
 	p.limiters = p.newLimiters()
+}
+
+// startLocked requires p.mu held.
+func (p *Partner) startLocked(t time.Time) {
+	p.started = true
+	p.sched = schedule{start: t}
+	p.starts = []time.Time{t}
 }
 
 // Script returns the fault script with defaults applied.
 func (p *Partner) Script() []Phase { return append([]Phase(nil), p.cfg.Script...) }
 
 // PhaseAt returns the phase in force at t: the first phase before the script
-// has started or before t=0, the last phase after the script's end.
+// has started or before t=0, the last phase after the script's end. For a
+// t after the last request, it assumes no request arrives until t (which
+// matters only to a phase whose MinRequests is not reached yet: it goes
+// on).
 func (p *Partner) PhaseAt(t time.Time) Phase {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -127,7 +138,106 @@ func (p *Partner) phaseIndex(t time.Time) int {
 	if !p.started {
 		return 0
 	}
-	return faultscript.Index(p.cfg.Script, func(ph Phase) time.Duration { return ph.Duration }, t.Sub(p.t0))
+	if t.Before(p.sched.start) { // an earlier phase: the last begun by t
+		return max(0, sort.Search(len(p.starts), func(i int) bool { return p.starts[i].After(t) })-1)
+	}
+	s := p.sched
+	p.advance(&s, t, nil)
+	return s.idx
+}
+
+// PhaseChange is the start of a phase of the fault script.
+type PhaseChange struct {
+	// Phase is the phase's index in the script, Name its name.
+	Phase int
+	Name  string
+	// At is when it began: the script's t=0 for phase 0, else the end of
+	// the phase before (Phase.Duration and Phase.MinRequests).
+	At time.Time
+}
+
+// PhaseChanges returns the phases begun by now (Config.Clock), in order,
+// each with the time it actually began: with Phase.MinRequests these
+// depend on the requests received, not on the durations alone. The first
+// is phase 0 at t=0; the result is empty before the script has started.
+func (p *Partner) PhaseChanges() []PhaseChange { return p.PhaseChangesAt(p.clock.Now()) }
+
+// PhaseChangesAt returns the phases begun by t, as [Partner.PhaseChanges];
+// for a t after the last request it assumes, as [Partner.PhaseAt], that no
+// request arrives until t.
+func (p *Partner) PhaseChangesAt(t time.Time) []PhaseChange {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.started {
+		return nil
+	}
+	starts := append([]time.Time(nil), p.starts...)
+	s := p.sched
+	p.advance(&s, t, func(at time.Time) { starts = append(starts, at) })
+	var out []PhaseChange
+	for i, at := range starts {
+		if i > 0 && at.After(t) {
+			break
+		}
+		out = append(out, PhaseChange{Phase: i, Name: p.cfg.Script[i].Name, At: at})
+	}
+	return out
+}
+
+// schedule is where the fault script is: the phase in force, when it
+// began, and the requests it received.
+type schedule struct {
+	idx   int       // the phase
+	start time.Time // when it began
+	n     int       // requests it received
+	metAt time.Time // when n reached its MinRequests (zero if 0 or not yet)
+}
+
+// end returns when phase s.idx ends, or false while that is not known:
+// on the last phase (it lasts forever) and before MinRequests requests.
+func (p *Partner) end(s schedule) (time.Time, bool) {
+	if s.idx == len(p.cfg.Script)-1 {
+		return time.Time{}, false
+	}
+	ph := p.cfg.Script[s.idx]
+	if s.n < ph.MinRequests {
+		return time.Time{}, false
+	}
+	e := s.start.Add(ph.Duration)
+	if s.metAt.After(e) {
+		e = s.metAt
+	}
+	return e, true
+}
+
+// advance moves s to the phase in force at t, given no request between
+// s's last one and t; begun, if not nil, is called with the start of each
+// phase it enters.
+func (p *Partner) advance(s *schedule, t time.Time, begun func(time.Time)) {
+	for {
+		e, ok := p.end(*s)
+		if !ok || t.Before(e) {
+			return
+		}
+		*s = schedule{idx: s.idx + 1, start: e}
+		if begun != nil {
+			begun(e)
+		}
+	}
+}
+
+// arrive counts a request arriving at now, in the phase then in force,
+// and returns that phase's index. It requires p.mu held.
+func (p *Partner) arrive(now time.Time) int {
+	if !p.started {
+		p.startLocked(now)
+	}
+	p.advance(&p.sched, now, func(at time.Time) { p.starts = append(p.starts, at) })
+	p.sched.n++
+	if p.sched.n == p.cfg.Script[p.sched.idx].MinRequests {
+		p.sched.metAt = now
+	}
+	return p.sched.idx
 }
 
 // Received returns a copy of the Message-IDs processed (the Message-ID
@@ -166,12 +276,8 @@ func (p *Partner) Stats() Stats {
 // ServeHTTP handles one AS2 request according to the phase in force when it
 // arrives.
 func (p *Partner) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	now := p.clock.Now()
 	p.mu.Lock()
-	if !p.started {
-		p.started, p.t0 = true, now
-	}
-	idx := p.phaseIndex(now)
+	idx := p.arrive(p.clock.Now())
 	limiter := p.limiters[idx]
 	p.stats.Requests++
 	p.inflight++

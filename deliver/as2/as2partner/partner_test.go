@@ -266,6 +266,7 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"forever phase not last", as2partner.Config{Script: []as2partner.Phase{{}, {}}}, as2partner.ErrPhaseDuration, "Config.Script[0].Duration"},
 		{"negative duration", as2partner.Config{Script: []as2partner.Phase{{Duration: -1}}}, as2partner.ErrPhaseDuration, "Config.Script[0].Duration"},
+		{"negative MinRequests", as2partner.Config{Script: []as2partner.Phase{{Duration: time.Second, MinRequests: -1}, {}}}, as2partner.ErrMinRequests, "Config.Script[0].MinRequests"},
 		{"unknown mode", as2partner.Config{Script: []as2partner.Phase{{Mode: 7}}}, as2partner.ErrMode, "Config.Script[0].Mode"},
 		{"fragile without capacity", as2partner.Config{Script: []as2partner.Phase{{Duration: time.Second}, {Mode: as2partner.Fragile}}}, as2partner.ErrCapacity, "Config.Script[1].Capacity"},
 		{"fragile infinite capacity", as2partner.Config{Script: []as2partner.Phase{{Mode: as2partner.Fragile, Capacity: math.Inf(1)}}}, as2partner.ErrCapacity, "Config.Script[0].Capacity"},
