@@ -25,6 +25,10 @@ type aimd struct {
 	inc, dec       float64 // additive step (messages/s), decrease factor
 	autoInc        bool    // inc follows the rate: 5 % of it after each decrease
 	slowStart      bool
+	// clean is the rate before slow start's last increase, the last one
+	// known to be clean (0 before any): a failure in slow start backs off
+	// to at most it, as TCP falls back to half its window on a loss.
+	clean float64
 }
 
 // autoIncShare is the additive step, as a share of the rate after the last
@@ -35,7 +39,7 @@ const autoIncShare = 0.05
 // breaker left closed) the partner's capacity is unknown again, and the
 // failures that led to the pause (an outage) say nothing about it.
 func (a *aimd) resume(start float64) {
-	a.slowStart = true
+	a.slowStart, a.clean = true, 0
 	a.rate = a.clamp(max(a.rate, start))
 }
 
@@ -50,12 +54,15 @@ const goodputShare = 0.9
 func (a *aimd) step(ok, bad int, served, good float64, elapsed time.Duration, early bool) change {
 	switch {
 	case bad > 0:
-		a.slowStart = false
 		before := a.rate
 		target := a.rate * a.dec
 		if elapsed > 0 {
 			target = max(target, min(a.rate, goodputShare*good/elapsed.Seconds()))
 		}
+		if a.slowStart && a.clean > 0 {
+			target = min(target, a.clean)
+		}
+		a.slowStart, a.clean = false, 0
 		a.rate = a.clamp(target)
 		if a.rate <= a.min {
 			// Backed off to the floor: the estimate of the capacity is
@@ -73,6 +80,9 @@ func (a *aimd) step(ok, bad int, served, good float64, elapsed time.Duration, ea
 		return unchanged
 	}
 	before := a.rate
+	if a.slowStart {
+		a.clean = before
+	}
 	switch {
 	case a.slowStart && early:
 		a.rate = a.clamp(a.rate * 2)

@@ -129,3 +129,24 @@ func TestEncodeEntryMatchesJSON(t *testing.T) {
 		}
 	}
 }
+
+// A failure in slow start falls back to the last rate known to be clean
+// (the one before the last doubling), however good the goodput estimate of
+// a short interval looks, and ends slow start.
+func TestAIMDSlowStartFailureFallsBackToClean(t *testing.T) {
+	a := aimd{rate: 50, min: 1, inc: 5, dec: 0.7, slowStart: true}
+	for _, want := range []float64{100, 200} {
+		if a.step(20, 0, want, want, 100*time.Millisecond, true); a.rate != want {
+			t.Fatalf("clean early look: rate %v, want %v", a.rate, want)
+		}
+	}
+	// 20 ms into the interval: 10 served, goodput 450/s estimated.
+	if c := a.step(9, 1, 10, 10, 20*time.Millisecond, false); c != decreased || a.rate != 100 || a.slowStart {
+		t.Fatalf("failure in slow start: rate %v, change %v, slow start %v; want 100, decreased, false", a.rate, c, a.slowStart)
+	}
+	// Out of slow start a failure backs off as before: to 0.7 of the rate
+	// at least.
+	if a.step(9, 1, 10, 0, time.Second, false); a.rate != 70 {
+		t.Fatalf("failure after slow start: rate %v, want 70", a.rate)
+	}
+}

@@ -334,7 +334,11 @@ type DrainStatus struct {
 // partner's rate grows at the pace of its answers (from the default 50/s
 // past 10,000/s in about a second), while a partner that answers slowly,
 // or that the rate reaches fewer than 8 times per early look, grows by
-// half per AdjustInterval.
+// half per AdjustInterval. Slow start does not wait for a look to stop:
+// its first failed or slow call ends it at once, and the rate falls back
+// to at most the one before its last increase, the last known clean (as
+// TCP halves its window on a loss), so an overshoot lasts only as long as
+// the calls already in flight.
 // It stays within [MinRate, MaxRate]. The drainer sees its own deliveries' outcomes
 // (the queue reports re-diversions back to it through the message's
 // context); live traffic shares the partner, so feed live outcomes to
@@ -651,7 +655,14 @@ func (d *Drainer) observe(failed bool, latency time.Duration, drained bool) {
 	default:
 		d.iv.ok++
 	}
+	// Slow start doubles the rate per early look, so it must not wait for
+	// a look to stop: the first failure ends it now (and backs off), and
+	// the overshoot stays within the calls already in flight.
+	stop := bad && d.ctl.slowStart
 	d.mu.Unlock()
+	if stop {
+		d.tickAt(time.Now(), true)
+	}
 }
 
 // Stats returns the counters.
@@ -725,7 +736,11 @@ func (d *Drainer) measured(now time.Time) float64 {
 
 // tick records a rate sample and runs the adaptive control once per
 // AdjustInterval. Run calls it after every round.
-func (d *Drainer) tick(now time.Time) {
+func (d *Drainer) tick(now time.Time) { d.tickAt(now, false) }
+
+// tickAt is tick; failed looks now, whatever the interval's length, because
+// a failure ended slow start (see observe).
+func (d *Drainer) tickAt(now time.Time, failed bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.ivStart.IsZero() {
@@ -735,6 +750,9 @@ func (d *Drainer) tick(now time.Time) {
 	}
 	elapsed := now.Sub(d.ivStart)
 	look, early := d.lookAfterLocked()
+	if failed && d.ctl.slowStart && d.iv.bad > 0 {
+		look, early = 0, false
+	}
 	if elapsed < look {
 		return
 	}
