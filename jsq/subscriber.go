@@ -269,7 +269,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		return nil, err
 	}
 	out := make(chan *message.Message)
-	f := newFlow(s, stop, base, cons, Delivery{Stream: topic, Consumer: cc.Durable, Count: 1, MaxDeliver: cc.MaxDeliver}, out, a)
+	f := newFlow(s, stop, base, cons, Delivery{Stream: StreamName(topic), Consumer: cc.Durable, Count: 1, MaxDeliver: cc.MaxDeliver}, out, a)
 	if hook := onNewFlow.Load(); hook != nil {
 		(*hook)(f)
 	}
