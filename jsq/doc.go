@@ -12,6 +12,24 @@
 // earlier releases), else its injective encoding ("edi=2Eorders=2E850"),
 // so distinct topics never share a stream.
 //
+// # Connections
+//
+// [Publisher] and [Subscriber] open a connection of their own to a URL, or
+// use one the application gives them ([PublisherConfig.Conn],
+// [SubscriberConfig.Conn]) or a JetStream context on one
+// ([PublisherConfig.JetStream], [SubscriberConfig.JetStream]), so an
+// application needs a single connection. Close closes only a connection it
+// opened.
+//
+// # Watermill conformance
+//
+// The package passes Watermill's Pub/Sub conformance suite
+// (pubsub/tests.TestPubSub) with these features: Persistent, ConsumerGroups
+// (a group is a durable consumer, [SubscriberConfig.ConsumerName]; its
+// subscribers share its messages), at-least-once rather than exactly-once,
+// and GuaranteedOrder only at Concurrency 1 with a single subscriber of the
+// consumer, while no message is nacked or outlives AckWait.
+//
 // # Existing streams and consumers
 //
 // jsq creates a stream or durable consumer that is missing, and never
