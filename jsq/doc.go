@@ -30,6 +30,16 @@
 // and GuaranteedOrder only at Concurrency 1 with a single subscriber of the
 // consumer, while no message is nacked or outlives AckWait.
 //
+// # Moving from another subscriber
+//
+// [TakeOver] moves a topic from another durable consumer (a watermill-nats
+// subscriber's, say) to jsq: it binds to the consumer when it equals jsq's,
+// and otherwise creates jsq's consumer at the old one's ack floor + 1. The
+// messages above the ack floor are then delivered again; of those, the
+// ones the old subscribers had acked out of order, at most the old
+// consumer's delivered count above its ack floor less its pending acks
+// ([Takeover.Duplicates]), are handled twice.
+//
 // # Existing streams and consumers
 //
 // jsq creates a stream or durable consumer that is missing, and never
@@ -42,7 +52,9 @@
 //     consumer acks it (retryqueue.Provision requires its own);
 //   - consumers ([Subscriber.Subscribe], the retry queue's drainer):
 //     AckPolicy, DeliverPolicy, DeliverSubject (a pull consumer), AckWait,
-//     MaxDeliver, MaxAckPending ([CheckConsumer], [EnsureConsumer]).
+//     MaxDeliver, MaxAckPending ([CheckConsumer], [EnsureConsumer]); the
+//     subscriber also accepts DeliverPolicy by start sequence, the
+//     consumer [TakeOver] creates.
 //
 // Otherwise it is refused, unchanged, with a [*ConfigMismatchError]
 // ([ErrConfigMismatch]) naming each differing field with the server's and

@@ -267,7 +267,8 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 
 // Subscribe creates the topic's stream ([EnsureStream]) and durable
 // consumer ([EnsureConsumer] with [SubscriberConfig.ConsumerConfig]) if
-// missing and starts pulling from it ([SubscriberConfig.Concurrency],
+// missing (an existing one may deliver by start sequence instead of all:
+// one [TakeOver] created) and starts pulling from it ([SubscriberConfig.Concurrency],
 // [SubscriberConfig.Prefetch]). The returned channel is closed once ctx is
 // done or the subscriber closed, and everything finished (acks of handled
 // messages sent, waiting ones nakked). It returns an error wrapping [ErrInvalidTopic], [ErrSubscriberClosed], a
@@ -281,7 +282,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		return nil, err
 	}
 	cc := s.cfg.consumerConfig(topic)
-	cons, err := EnsureConsumer(ctx, s.js, StreamName(topic), cc)
+	cons, err := ensureConsumer(ctx, s.js, StreamName(topic), cc, checkSubscriberConsumer)
 	if err != nil {
 		return nil, err
 	}
