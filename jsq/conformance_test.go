@@ -20,7 +20,7 @@ import (
 // TestConformance runs Watermill's Pub/Sub conformance suite
 // (pubsub/tests.TestPubSub) on jsq, three times:
 //
-//   - "ordered": Concurrency 1, flat topics ("topic-<id>"), with
+//   - "ordered": Concurrency 1, flat topics ("<run>_<id>"), with
 //     GuaranteedOrder: a subscription hands out messages in stream order,
 //     one at a time, as long as none is nacked or runs out of AckWait (a
 //     nacked message is redelivered after its NakDelay, behind later ones).
@@ -42,13 +42,13 @@ import (
 // false (a message's context is not transported).
 //
 // The suite runs its short mode (ForceShort: testing.Short is not set in
-// CI): 100 messages where the long mode sends 5,000-10,000, except
-// TestReconnect, which always sends 10,000.
+// CI): 50-100 messages a test where the long mode sends up to 10,000.
 //
-// Without a RestartServiceCommand the suite's TestReconnect skips itself:
-// TestConformanceReconnect runs it instead. AckWait is 5s, so a message
-// whose delivery or ack was lost comes back well within the suite's read
-// timeouts.
+// No RestartServiceCommand is given, so the suite's TestReconnect skips
+// itself: it has a data race of its own that -race reports whatever the
+// adapter, and TestConformanceReconnect runs the same scenario without it.
+// AckWait is 5s, so a message whose delivery or ack was lost comes back
+// well within the suite's read timeouts.
 func TestConformance(t *testing.T) {
 	url := natstest.URL(t)
 	run := natstest.Name(t, "jsqconf")
