@@ -13,7 +13,7 @@ import (
 func TestPublisherConfigValidate(t *testing.T) {
 	configtest.Run(t, jsq.ErrInvalidConfig, []configtest.Case[jsq.PublisherConfig]{
 		{Name: "minimal", Cfg: jsq.PublisherConfig{URL: "nats://127.0.0.1:4222"}},
-		{Name: "URL", Cfg: jsq.PublisherConfig{}, Want: "URL or Conn is required"},
+		{Name: "URL", Cfg: jsq.PublisherConfig{}, Want: "URL, Conn or JetStream is required"},
 		{Name: "PublishTimeout", Cfg: jsq.PublisherConfig{URL: "nats://127.0.0.1:4222", PublishTimeout: -time.Second}, Want: "PublishTimeout must be > 0, got -1s"},
 	}, &configtest.Options[jsq.PublisherConfig]{
 		// NewPublisher fails the same way, before connecting.
@@ -31,7 +31,7 @@ func TestSubscriberConfigValidate(t *testing.T) {
 	// default snapshot, the config itself, compares.
 	configtest.Run(t, jsq.ErrInvalidConfig, []configtest.Case[jsq.SubscriberConfig]{
 		{Name: "minimal", Cfg: jsq.SubscriberConfig{URL: url}},
-		{Name: "URL", Cfg: jsq.SubscriberConfig{}, Want: "URL is required"},
+		{Name: "URL", Cfg: jsq.SubscriberConfig{}, Want: "URL, Conn or JetStream is required"},
 		{Name: "AckWait", Cfg: jsq.SubscriberConfig{URL: url, AckWait: 500 * time.Millisecond}, Want: "AckWait must be >= 1s, got 500ms"},
 		{Name: "Concurrency", Cfg: jsq.SubscriberConfig{URL: url, Concurrency: 1025}, Want: "Concurrency must be in 1..1024, got 1025"},
 		{Name: "Prefetch", Cfg: jsq.SubscriberConfig{URL: url, Prefetch: 4097}, Want: "Prefetch must be in 1..4096, or negative for none, got 4097"},

@@ -12,6 +12,34 @@
 // earlier releases), else its injective encoding ("edi=2Eorders=2E850"),
 // so distinct topics never share a stream.
 //
+// # Connections
+//
+// [Publisher] and [Subscriber] open a connection of their own to a URL, or
+// use one the application gives them ([PublisherConfig.Conn],
+// [SubscriberConfig.Conn]) or a JetStream context on one
+// ([PublisherConfig.JetStream], [SubscriberConfig.JetStream]), so an
+// application needs a single connection. Close closes only a connection it
+// opened.
+//
+// # Watermill conformance
+//
+// The package passes Watermill's Pub/Sub conformance suite
+// (pubsub/tests.TestPubSub) with these features: Persistent, ConsumerGroups
+// (a group is a durable consumer, [SubscriberConfig.ConsumerName]; its
+// subscribers share its messages), at-least-once rather than exactly-once,
+// and GuaranteedOrder only at Concurrency 1 with a single subscriber of the
+// consumer, while no message is nacked or outlives AckWait.
+//
+// # Moving from another subscriber
+//
+// [TakeOver] moves a topic from another durable consumer (a watermill-nats
+// subscriber's, say) to jsq: it binds to the consumer when it equals jsq's,
+// and otherwise creates jsq's consumer at the old one's ack floor + 1. The
+// messages above the ack floor are then delivered again; of those, the
+// ones the old subscribers had acked out of order, at most the old
+// consumer's delivered count above its ack floor less its pending acks
+// ([Takeover.Duplicates]), are handled twice.
+//
 // # Existing streams and consumers
 //
 // jsq creates a stream or durable consumer that is missing, and never
@@ -24,7 +52,9 @@
 //     consumer acks it (retryqueue.Provision requires its own);
 //   - consumers ([Subscriber.Subscribe], the retry queue's drainer):
 //     AckPolicy, DeliverPolicy, DeliverSubject (a pull consumer), AckWait,
-//     MaxDeliver, MaxAckPending ([CheckConsumer], [EnsureConsumer]).
+//     MaxDeliver, MaxAckPending ([CheckConsumer], [EnsureConsumer]); the
+//     subscriber also accepts DeliverPolicy by start sequence, the
+//     consumer [TakeOver] creates.
 //
 // Otherwise it is refused, unchanged, with a [*ConfigMismatchError]
 // ([ErrConfigMismatch]) naming each differing field with the server's and

@@ -29,3 +29,8 @@ var ErrClosing = errors.New("jsq: subscriber closing")
 // an existing stream or consumer differs from what jsq would create in a
 // field jsq sets, so jsq refuses to use it and leaves it unchanged.
 var ErrConfigMismatch = errors.New("jsq: existing stream or consumer differs")
+
+// ErrConsumerActive is returned by [TakeOver] when the consumer to take
+// over from still has a subscriber (push) or waiting pull requests: its
+// ack floor may still move, so starting after it could skip a message.
+var ErrConsumerActive = errors.New("jsq: consumer still in use")

@@ -133,7 +133,7 @@ func (f *flow) feed() {
 		f.mu.Unlock()
 		switch {
 		case err != nil:
-			f.s.cfg.Logger.Error("jsq: fetch", err, watermill.LogFields{"topic": f.d.Stream})
+			f.s.cfg.Logger.Error("jsq: fetch", err, watermill.LogFields{"stream": f.d.Stream, "consumer": f.d.Consumer})
 			t := time.NewTimer(min(time.Duration(failures)*100*time.Millisecond, time.Second))
 			select {
 			case <-f.stop.Done():

@@ -432,6 +432,11 @@ func TestHierarchicalTopic(t *testing.T) {
 			if m.UUID != fmt.Sprint("m", i) || string(m.Payload) != topic {
 				t.Fatalf("topic %q received %s %q", topic, m.UUID, m.Payload)
 			}
+			// The Delivery names the stream an operator reads the message
+			// from, not the subject.
+			if d, _ := jsq.DeliveryFrom(m.Context()); d.Stream != jsq.StreamName(topic) || d.StreamSeq != 1 {
+				t.Errorf("topic %q: Delivery stream %q seq %d, want %q seq 1", topic, d.Stream, d.StreamSeq, jsq.StreamName(topic))
+			}
 			m.Ack()
 		case <-time.After(10 * time.Second):
 			t.Fatalf("topic %q: nothing received", topic)

@@ -127,10 +127,17 @@ func CheckConsumer(stream string, existing, want jetstream.ConsumerConfig) error
 // [*ConfigMismatchError] otherwise: EnsureConsumer never updates a
 // consumer. Other errors are the JetStream API's, wrapped.
 func EnsureConsumer(ctx context.Context, js jetstream.JetStream, stream string, want jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	return ensureConsumer(ctx, js, stream, want, CheckConsumer)
+}
+
+// ensureConsumer is [EnsureConsumer] comparing an existing consumer with
+// check.
+func ensureConsumer(ctx context.Context, js jetstream.JetStream, stream string, want jetstream.ConsumerConfig,
+	check func(stream string, existing, want jetstream.ConsumerConfig) error) (jetstream.Consumer, error) {
 	for range 2 {
 		c, err := js.Consumer(ctx, stream, want.Durable)
 		if err == nil {
-			if err := CheckConsumer(stream, c.CachedInfo().Config, want); err != nil {
+			if err := check(stream, c.CachedInfo().Config, want); err != nil {
 				return nil, err
 			}
 			return c, nil

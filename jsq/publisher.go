@@ -22,7 +22,7 @@ var ErrPublisherClosed = errors.New("jsq: publisher closed")
 type PublisherConfig struct {
 	// URL is the NATS server to connect to; the publisher owns that
 	// connection and closes it in Close.
-	// Required unless Conn is set.
+	// Required unless Conn or JetStream is set; ignored when one is.
 	URL string
 	// ConnectOptions are used when connecting to URL, after this package's
 	// defaults (reconnect forever, 100 ms between attempts).
@@ -32,6 +32,11 @@ type PublisherConfig struct {
 	// not close it.
 	// Optional.
 	Conn *nats.Conn
+	// JetStream is an existing JetStream context to publish with, on its
+	// connection (JetStream.Conn()), which Close does not close. With Conn
+	// set too, both must be the same connection.
+	// Optional.
+	JetStream jetstream.JetStream
 	// PublishTimeout bounds [Publisher.Publish], which takes no context, per
 	// message. [Publisher.PublishContext] uses its context instead, and this
 	// timeout only when the context has no deadline.
@@ -55,8 +60,13 @@ func (c PublisherConfig) Validate() error {
 
 // validate requires defaults set.
 func (c *PublisherConfig) validate() error {
-	if c.URL == "" && c.Conn == nil {
-		return fmt.Errorf("%w: URL or Conn is required", ErrInvalidConfig)
+	switch {
+	case c.URL == "" && c.Conn == nil && c.JetStream == nil:
+		return fmt.Errorf("%w: URL, Conn or JetStream is required", ErrInvalidConfig)
+	case c.JetStream != nil && c.JetStream.Conn() == nil:
+		return fmt.Errorf("%w: JetStream has no connection", ErrInvalidConfig)
+	case c.JetStream != nil && c.Conn != nil && c.JetStream.Conn() != c.Conn:
+		return fmt.Errorf("%w: Conn and JetStream.Conn() are different connections; set one, or both to the same", ErrInvalidConfig)
 	}
 	if c.PublishTimeout <= 0 {
 		return fmt.Errorf("%w: PublishTimeout must be > 0, got %s", ErrInvalidConfig, c.PublishTimeout)
@@ -84,15 +94,20 @@ type Publisher struct {
 	closed bool
 }
 
-// NewPublisher connects (unless given Conn) and returns a [Publisher]. It
-// returns an error wrapping "invalid config" and [ErrInvalidConfig], or the
-// connection error.
+// NewPublisher returns a [Publisher] on [PublisherConfig.JetStream],
+// [PublisherConfig.Conn], or a connection of its own to
+// [PublisherConfig.URL], in that order. It returns an error wrapping
+// "invalid config" and [ErrInvalidConfig], or the connection error.
 func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
-	p := &Publisher{nc: cfg.Conn, timeout: cfg.PublishTimeout}
+	p := &Publisher{nc: cfg.Conn, js: cfg.JetStream, timeout: cfg.PublishTimeout}
+	if p.js != nil {
+		p.nc = p.js.Conn()
+		return p, nil
+	}
 	if p.nc == nil {
 		nc, err := Connect(cfg.URL, cfg.ConnectOptions...)
 		if err != nil {

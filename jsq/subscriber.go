@@ -21,12 +21,25 @@ var ErrSubscriberClosed = errors.New("jsq: subscriber closed")
 type SubscriberConfig struct {
 	// URL is the NATS server. The subscriber opens its own connection and
 	// closes it in Close, after its acks are sent.
-	// Required.
+	// Required unless Conn or JetStream is set; ignored when one is.
 	URL string
-	// ConnectOptions are used when connecting, after this package's defaults
-	// (reconnect forever, 100 ms between attempts).
+	// ConnectOptions are used when connecting to URL, after this package's
+	// defaults (reconnect forever, 100 ms between attempts).
 	// Optional.
 	ConnectOptions []nats.Option
+	// Conn is an existing connection to subscribe on instead of URL, so an
+	// application needs one connection for its publishers and subscribers.
+	// Close does not close it (it flushes the naks it sent). The
+	// connection's own options apply: give it reconnection (as [Connect]
+	// does), or a server restart ends the subscriptions' fetches for good.
+	// Optional.
+	Conn *nats.Conn
+	// JetStream is an existing JetStream context to subscribe with (its
+	// API prefix or domain, say), on its connection (JetStream.Conn()),
+	// which Close does not close. With Conn set too, both must be the same
+	// connection.
+	// Optional.
+	JetStream jetstream.JetStream
 	// ConsumerName names the durable consumer for a topic. It must return a
 	// valid consumer name (no '.', '*', '>', whitespace).
 	// Optional. Default [DefaultConsumerName].
@@ -146,8 +159,12 @@ func (c SubscriberConfig) Validate() error {
 // validate requires defaults set.
 func (c *SubscriberConfig) validate() error {
 	switch {
-	case c.URL == "":
-		return fmt.Errorf("%w: URL is required", ErrInvalidConfig)
+	case c.URL == "" && c.Conn == nil && c.JetStream == nil:
+		return fmt.Errorf("%w: URL, Conn or JetStream is required", ErrInvalidConfig)
+	case c.JetStream != nil && c.JetStream.Conn() == nil:
+		return fmt.Errorf("%w: JetStream has no connection", ErrInvalidConfig)
+	case c.JetStream != nil && c.Conn != nil && c.JetStream.Conn() != c.Conn:
+		return fmt.Errorf("%w: Conn and JetStream.Conn() are different connections; set one, or both to the same", ErrInvalidConfig)
 	case c.AckWait < time.Second:
 		return fmt.Errorf("%w: AckWait must be >= 1s, got %s", ErrInvalidConfig, c.AckWait)
 	case c.MaxAckPending < -1:
@@ -205,9 +222,10 @@ func (c SubscriberConfig) ConsumerConfig(topic string) jetstream.ConsumerConfig 
 // existing ones that differ in a field it sets; it never updates them, and
 // Close never deletes them. It is safe for concurrent use.
 type Subscriber struct {
-	cfg SubscriberConfig
-	nc  *nats.Conn
-	js  jetstream.JetStream
+	cfg     SubscriberConfig
+	nc      *nats.Conn
+	ownConn bool // nc was opened by NewSubscriber and is closed by Close
+	js      jetstream.JetStream
 
 	mu      sync.Mutex
 	closed  bool
@@ -215,28 +233,42 @@ type Subscriber struct {
 	loops   sync.WaitGroup
 }
 
-// NewSubscriber connects and returns a [Subscriber]. It returns an error
-// wrapping "invalid config" and [ErrInvalidConfig], or the connection error.
+// NewSubscriber returns a [Subscriber] on [SubscriberConfig.JetStream],
+// [SubscriberConfig.Conn], or a connection of its own to
+// [SubscriberConfig.URL], in that order. It returns an error wrapping
+// "invalid config" and [ErrInvalidConfig], or the connection error.
 func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
-	nc, err := Connect(cfg.URL, cfg.ConnectOptions...)
-	if err != nil {
-		return nil, err
+	s := &Subscriber{cfg: cfg, js: cfg.JetStream, nc: cfg.Conn, closing: make(chan struct{})}
+	if s.js != nil {
+		s.nc = s.js.Conn()
+		return s, nil
 	}
-	js, err := jetstream.New(nc)
+	if s.nc == nil {
+		nc, err := Connect(cfg.URL, cfg.ConnectOptions...)
+		if err != nil {
+			return nil, err
+		}
+		s.nc, s.ownConn = nc, true
+	}
+	js, err := jetstream.New(s.nc)
 	if err != nil {
-		nc.Close()
+		if s.ownConn {
+			s.nc.Close()
+		}
 		return nil, fmt.Errorf("jsq: jetstream: %w", err)
 	}
-	return &Subscriber{cfg: cfg, nc: nc, js: js, closing: make(chan struct{})}, nil
+	s.js = js
+	return s, nil
 }
 
 // Subscribe creates the topic's stream ([EnsureStream]) and durable
 // consumer ([EnsureConsumer] with [SubscriberConfig.ConsumerConfig]) if
-// missing and starts pulling from it ([SubscriberConfig.Concurrency],
+// missing (an existing one may deliver by start sequence instead of all:
+// one [TakeOver] created) and starts pulling from it ([SubscriberConfig.Concurrency],
 // [SubscriberConfig.Prefetch]). The returned channel is closed once ctx is
 // done or the subscriber closed, and everything finished (acks of handled
 // messages sent, waiting ones nakked). It returns an error wrapping [ErrInvalidTopic], [ErrSubscriberClosed], a
@@ -250,7 +282,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		return nil, err
 	}
 	cc := s.cfg.consumerConfig(topic)
-	cons, err := EnsureConsumer(ctx, s.js, StreamName(topic), cc)
+	cons, err := ensureConsumer(ctx, s.js, StreamName(topic), cc, checkSubscriberConsumer)
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +301,7 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		return nil, err
 	}
 	out := make(chan *message.Message)
-	f := newFlow(s, stop, base, cons, Delivery{Stream: topic, Consumer: cc.Durable, Count: 1, MaxDeliver: cc.MaxDeliver}, out, a)
+	f := newFlow(s, stop, base, cons, Delivery{Stream: StreamName(topic), Consumer: cc.Durable, Count: 1, MaxDeliver: cc.MaxDeliver}, out, a)
 	if hook := onNewFlow.Load(); hook != nil {
 		(*hook)(f)
 	}
@@ -388,8 +420,9 @@ func (s *Subscriber) SubscribeInitialize(topic string) error {
 
 // Close stops all pull loops, lets messages in handlers be acked within
 // [SubscriberConfig.CloseGrace] (the rest are not acked and are redelivered
-// after AckWait), waits for the loops, and closes the connection. It is
-// safe to call more than once.
+// after AckWait), waits for the loops, flushes the connection and closes
+// it if the subscriber opened it (never a [SubscriberConfig.Conn] or
+// [SubscriberConfig.JetStream]'s). It is safe to call more than once.
 func (s *Subscriber) Close() error {
 	s.mu.Lock()
 	if s.closed {
@@ -401,6 +434,8 @@ func (s *Subscriber) Close() error {
 	s.mu.Unlock()
 	s.loops.Wait()
 	_ = s.nc.FlushTimeout(time.Second) // the naks of unhandled messages
-	s.nc.Close()
+	if s.ownConn {
+		s.nc.Close()
+	}
 	return nil
 }
