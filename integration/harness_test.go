@@ -144,6 +144,11 @@ type consumerConfig struct {
 	// check the middleware gets for it (Queue.Holds before the breaker),
 	// and one source pull loop, so live consumption is ordered too.
 	Ordered bool
+	// WatermillNATS consumes the source topic with watermill-nats'
+	// pkg/jetstream subscriber set up as the README's recipe
+	// (wmnats_test.go), one router handler per unit of concurrency,
+	// instead of jsq.
+	WatermillNATS bool
 }
 
 // consumer is the floodgate side: router (source topic, guarded AS2
@@ -153,7 +158,7 @@ type consumer struct {
 	q       *retryqueue.Queue
 	drainer *retryqueue.Drainer
 	router  *message.Router
-	sub     *jsq.Subscriber
+	sub     message.Subscriber
 	pub     *jsq.Publisher
 	nc      *nats.Conn
 
@@ -303,10 +308,16 @@ func startConsumer(ctx context.Context, cfg consumerConfig) (*consumer, error) {
 		c.mu.Unlock()
 		drainer.Wake()
 	})
-	c.sub, err = jsq.NewSubscriber(jsq.SubscriberConfig{
-		URL: cfg.NATSURL, Concurrency: concurrency, AckWait: 5 * time.Second, MaxAckPending: cfg.MaxAckPending,
-		NakDelay: func(uint64) time.Duration { return 200 * time.Millisecond },
-	})
+	handlers := 1
+	if cfg.WatermillNATS {
+		c.sub, err = newWatermillNATSSubscriber(cfg.NATSURL, wmnatsDurable(cfg.Topics.Source), concurrency)
+		handlers = concurrency
+	} else {
+		c.sub, err = jsq.NewSubscriber(jsq.SubscriberConfig{
+			URL: cfg.NATSURL, Concurrency: concurrency, AckWait: 5 * time.Second, MaxAckPending: cfg.MaxAckPending,
+			NakDelay: func(uint64) time.Duration { return 200 * time.Millisecond },
+		})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -314,10 +325,16 @@ func startConsumer(ctx context.Context, cfg consumerConfig) (*consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.router.AddConsumerHandler("deliver", cfg.Topics.Source, c.sub, func(m *message.Message) error {
-		_, err := guarded(m)
-		return err
-	})
+	for i := range handlers {
+		name := "deliver"
+		if i > 0 {
+			name = fmt.Sprint("deliver-", i)
+		}
+		c.router.AddConsumerHandler(name, cfg.Topics.Source, c.sub, func(m *message.Message) error {
+			_, err := guarded(m)
+			return err
+		})
+	}
 	rctx, cancel := context.WithCancel(ctx)
 	c.cancel = cancel
 	c.done.Add(2)
