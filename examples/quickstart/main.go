@@ -1,7 +1,7 @@
 // Command quickstart is the README's quick start: orders for three partners,
 // each behind its own circuit breaker, with a durable retry queue on NATS
 // JetStream. It needs a NATS server with JetStream (NATS_URL, default
-// nats://127.0.0.1:4222) and runs until interrupted.
+// nats://127.0.0.1:4222) and runs until interrupted (SIGINT or SIGTERM).
 package main
 
 import (
@@ -11,6 +11,7 @@ import (
 	"log"
 	"os"
 	"os/signal"
+	"syscall"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -22,14 +23,14 @@ import (
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	url := cmp.Or(os.Getenv("NATS_URL"), nats.DefaultURL)
 	nc, err := nats.Connect(url)
 	check(err)
 	js, err := jetstream.New(nc)
 	check(err)
-	sub, err := jsq.NewSubscriber(jsq.SubscriberConfig{URL: url, Concurrency: 4})
+	sub, err := jsq.NewSubscriber(jsq.SubscriberConfig{Conn: nc, Concurrency: 4})
 	check(err)
 	router, err := message.NewRouter(message.RouterConfig{}, watermill.NopLogger{})
 	check(err)
