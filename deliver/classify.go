@@ -11,10 +11,11 @@ import (
 
 // IsPermanent reports whether err is marked permanent: the outermost [*Error]
 // in its chain has Kind [ErrPermanent], or, when the chain holds no *Error,
-// it wraps [ErrPermanent]. It returns false for nil, for context errors and
-// for every error nobody classified.
+// it wraps [ErrPermanent]. It returns false for nil, for a success with a
+// warning ([IsWarning]), for context errors and for every error nobody
+// classified.
 func IsPermanent(err error) bool {
-	if err == nil {
+	if err == nil || IsWarning(err) {
 		return false
 	}
 	var de *Error
@@ -28,10 +29,11 @@ func IsPermanent(err error) bool {
 // true for every non-nil error that [IsPermanent] does not mark permanent,
 // including context.DeadlineExceeded, context.Canceled and errors nobody
 // classified (the safe default: retrying may duplicate, dropping loses).
-// It returns false for nil. Compare errors.Is(err, context.DeadlineExceeded)
-// to tell a timeout from other retryable failures.
+// It returns false for nil and for a success with a warning ([IsWarning]).
+// Compare errors.Is(err, context.DeadlineExceeded) to tell a timeout from
+// other retryable failures.
 func IsRetryable(err error) bool {
-	return err != nil && !IsPermanent(err)
+	return err != nil && !IsPermanent(err) && !IsWarning(err)
 }
 
 // ClassifyHTTP classifies an HTTP response status, RFC 9110 §15:

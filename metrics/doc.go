@@ -83,6 +83,7 @@
 //	floodgate_diverted_total{partner,reason}              counter: open, probe-limit, ramp, failure, ordering, not-attempted, partner-limit, bulkhead, other
 //	floodgate_dead_lettered_total{partner,reason}         counter: permanent, malformed, max-attempts, max-age, too-large, max-deliver, route-mismatch, no-partner, partner-key-too-long, partner-config, other
 //	floodgate_nacked_total{partner}                       counter: outcomes that could not be made durable
+//	floodgate_delivery_warnings_total{partner,reason}     counter: unconfirmed, mdn-unsigned, mic-missing, mic-mismatch, other
 //
 // Read at scrape time from the retry queue and the drains:
 //
@@ -105,5 +106,11 @@
 // context was done before admission never asked the breaker and are not
 // calls. floodgate_calls_total is the breaker's view of a call,
 // floodgate_diverted_total and floodgate_dead_lettered_total the
-// message's fate: two dimensions of one event, not one count twice.
+// message's fate: two dimensions of one event, not one count twice. A
+// message delivered with a warning ([middleware.Event.Warning]) is a
+// success (or slow) in floodgate_calls_total and counts once more in
+// floodgate_delivery_warnings_total, by the warning's reason: the
+// Prometheus way is a separate counter rather than another outcome value,
+// so sum(floodgate_calls_total) stays the number of calls and "success"
+// keeps meaning what the breaker counted.
 package metrics

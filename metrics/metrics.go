@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/deliver"
 	"github.com/floodgate-go/floodgate/middleware"
 	"github.com/floodgate-go/floodgate/partner"
 	"github.com/floodgate-go/floodgate/retryqueue"
@@ -65,6 +66,7 @@ const (
 	NameDiverted           = "floodgate_diverted_total"
 	NameDeadLettered       = "floodgate_dead_lettered_total"
 	NameNacked             = "floodgate_nacked_total"
+	NameDeliveryWarnings   = "floodgate_delivery_warnings_total"
 	NameRetryPublishErrors = "floodgate_retry_publish_errors_total"
 	NameRetryBacklog       = "floodgate_retry_backlog_messages"
 	NameDrained            = "floodgate_drained_total"
@@ -77,7 +79,7 @@ func Names() []string {
 	names := []string{
 		NameAdmittedRatio, NameBreakerState, NameConsecutiveTrips, NameOpenWindow,
 		NameProbesInFlight, NameStaleResults, NameTransitions, NameFailureRatio, NameSlowCallRatio,
-		NameCalls, NameDeadLettered, NameDeliveryLatency, NameDiverted,
+		NameCalls, NameDeadLettered, NameDeliveryLatency, NameDeliveryWarnings, NameDiverted,
 		NameDrainRateLimit, NameDrained, NameNacked, NameRetryBacklog,
 		NameRetryPublishErrors,
 	}
@@ -103,6 +105,7 @@ var (
 	deadReasons = []string{retryqueue.DeadReasonPermanent, retryqueue.DeadReasonMalformed,
 		retryqueue.DeadReasonMaxAttempts, retryqueue.DeadReasonMaxAge, retryqueue.DeadReasonTooLarge, middleware.DeadReasonMaxDeliver,
 		retryqueue.DeadReasonRoute, middleware.DeadReasonNoPartner, middleware.DeadReasonPartnerKey, middleware.DeadReasonPartnerConfig}
+	warnReasons     = deliver.WarnReasons()
 	transitionPairs = [][2]breaker.State{
 		{breaker.StateClosed, breaker.StateOpen}, {breaker.StateOpen, breaker.StateHalfOpen},
 		{breaker.StateHalfOpen, breaker.StateOpen}, {breaker.StateHalfOpen, breaker.StateClosed},
@@ -122,8 +125,8 @@ var (
 type Metrics struct {
 	opts Options
 
-	calls, diverted, dead, transitions, nacked *prometheus.CounterVec
-	latency                                    *prometheus.HistogramVec
+	calls, diverted, dead, transitions, nacked, warnings *prometheus.CounterVec
+	latency                                              *prometheus.HistogramVec
 
 	state, probes, ratio, window, consecutive, stale *prometheus.Desc
 	failureRatio, slowRatio                          *prometheus.Desc
@@ -156,6 +159,7 @@ type series struct {
 	diverted map[string]prometheus.Counter
 	dead     map[string]prometheus.Counter
 	nacked   prometheus.Counter
+	warnings map[string]prometheus.Counter  // by reason
 	latency  map[string]prometheus.Observer // by outcome
 }
 
@@ -192,6 +196,8 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 			LabelReason),
 		transitions: counter(NameTransitions, "Breaker state transitions by partner, from and to state; trips are the transitions to open.",
 			LabelFrom, LabelTo),
+		warnings: counter(NameDeliveryWarnings, "Messages delivered with a warning (a deliver.Warning: acked and a success for the breaker, so also in floodgate_calls_total as success or slow), by partner and the warning's reason: unconfirmed, mdn-unsigned, mic-missing, mic-mismatch, other.",
+			LabelReason),
 		nacked: counter(NameNacked, "Messages nacked because their diversion or dead letter was not confirmed, or their context was done before admission; the broker redelivers them."),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: NameDeliveryLatency, ConstLabels: cl,
 			Help:    "Handler time of admitted calls (delivery latency) by partner and outcome (success, failure, slow, neutral, as in floodgate_calls_total), in seconds.",
@@ -230,7 +236,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 func (m *Metrics) newSeries(label string, slow time.Duration) *series {
 	s := &series{label: label, slow: slow,
 		outcome: map[string]prometheus.Counter{}, diverted: map[string]prometheus.Counter{}, dead: map[string]prometheus.Counter{},
-		nacked: m.nacked.WithLabelValues(label), latency: map[string]prometheus.Observer{}}
+		warnings: map[string]prometheus.Counter{}, nacked: m.nacked.WithLabelValues(label), latency: map[string]prometheus.Observer{}}
 	for _, o := range outcomes {
 		s.outcome[o] = m.calls.WithLabelValues(label, o)
 	}
@@ -242,6 +248,9 @@ func (m *Metrics) newSeries(label string, slow time.Duration) *series {
 	}
 	for _, r := range slices.Concat(deadReasons, []string{reasonOther}) {
 		s.dead[r] = m.dead.WithLabelValues(label, r)
+	}
+	for _, r := range slices.Concat(warnReasons, []string{reasonOther}) {
+		s.warnings[r] = m.warnings.WithLabelValues(label, r)
 	}
 	for _, p := range transitionPairs {
 		m.transitions.WithLabelValues(label, p[0].String(), p[1].String())
@@ -257,6 +266,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.dead.Describe(ch)
 	m.transitions.Describe(ch)
 	m.nacked.Describe(ch)
+	m.warnings.Describe(ch)
 	m.latency.Describe(ch)
 	for _, d := range []*prometheus.Desc{m.state, m.probes, m.ratio, m.window, m.consecutive, m.stale,
 		m.failureRatio, m.slowRatio, m.publishErrors, m.backlog, m.drained, m.drainRate} {
@@ -283,6 +293,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.dead.Collect(ch)
 	m.transitions.Collect(ch)
 	m.nacked.Collect(ch)
+	m.warnings.Collect(ch)
 	m.latency.Collect(ch)
 }
 
@@ -435,6 +446,7 @@ func (m *Metrics) Forget(token string) {
 	m.dead.DeletePartialMatch(match)
 	m.transitions.DeletePartialMatch(match)
 	m.nacked.DeletePartialMatch(match)
+	m.warnings.DeletePartialMatch(match)
 	m.latency.DeletePartialMatch(match)
 	m.dmu.Lock()
 	delete(m.lastDrain, label)

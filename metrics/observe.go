@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -27,6 +28,9 @@ func (m *Metrics) ObserveEvent(ev middleware.Event) {
 			o := s.admitted(ev)
 			s.latency[o].Observe(ev.Latency.Seconds())
 			s.outcome[o].Inc()
+		}
+		if ev.Warning != nil {
+			s.warnings[warningReason(ev.Warning.Reason)].Inc()
 		}
 		switch ev.Action {
 		case middleware.Diverted:
@@ -99,6 +103,15 @@ func deadReason(r string) string {
 		if cat == known {
 			return cat
 		}
+	}
+	return reasonOther
+}
+
+// warningReason keeps a warning's reason label to the known reasons
+// ([deliver.WarnReasons]), and "other".
+func warningReason(r string) string {
+	if slices.Contains(warnReasons, r) {
+		return r
 	}
 	return reasonOther
 }

@@ -32,13 +32,16 @@
 //
 //	error                                 breaker                    message
 //	nil                                   success (slow if slow)     delivered, acked
+//	deliver.Warning in its chain          success (slow if slow)     delivered, acked; Event.Warning set
 //	wraps ErrNotAttempted                 permit cancelled           diverted "not-attempted", no attempt counted
 //	shutdown (own context cancelled)      permit cancelled           diverted "failure"
 //	IsPermanent                           neutral                    dead-lettered "permanent"
 //	any other (a panic: always failure)   the Classifier's outcome   diverted "failure", attempt counted
 //	                                      (default: failure)
 //
-// So [ErrNotAttempted] wins over IsPermanent, and IsPermanent over the
+// A [deliver.Warning] (the partner took the message, its answer was
+// imperfect) is a success whatever else its chain holds: sending again
+// would deliver twice. So [ErrNotAttempted] wins over IsPermanent, and IsPermanent over the
 // Classifier: the Classifier decides only what the breaker counts (a
 // neutral verdict is counted by nothing), never the message's fate, since
 // the partner was contacted and the message not delivered. A cancelled

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/deliver"
 )
 
 // Action is what the middleware did with one message.
@@ -94,6 +95,12 @@ type Event struct {
 	Latency time.Duration
 	// Err is the handler's error, the reason a malformed message was
 	// dead-lettered (wrapping retryqueue.ErrMalformed), or the publish
-	// error for Nacked.
+	// error for Nacked; nil for Delivered (see Warning).
 	Err error
+	// Warning is set when the message was Delivered with a warning: the
+	// handler returned an error holding a [deliver.Warning] (the first in
+	// its chain), which the middleware treats as a success (acked, a
+	// success for the breaker, never diverted). Its Reason is a short
+	// fixed label. nil otherwise.
+	Warning *deliver.Warning
 }

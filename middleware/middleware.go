@@ -12,6 +12,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/deliver"
 	"github.com/floodgate-go/floodgate/partner"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
@@ -147,6 +148,7 @@ const (
 	fateRetry        fate = iota // diverted for failure, attempt counted
 	fateNotAttempted             // diverted as not attempted, no attempt counted
 	fatePermanent                // dead-lettered as permanent
+	fateWarned                   // delivered with a warning (deliver.Warning)
 )
 
 func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
@@ -178,7 +180,7 @@ func (g *guard) handle(h message.HandlerFunc, msg *message.Message) ([]*message.
 	if g.run(h, msg, &c) {
 		g.report(msg, &c)
 	}
-	if c.err != nil {
+	if c.err != nil && c.fate != fateWarned {
 		return nil, g.failed(msg, &c)
 	}
 	if g.cfg.OnEvent != nil {
@@ -322,10 +324,14 @@ func (g *guard) refused(msg *message.Message, c *call, err error) error {
 	return g.divert(msg, ev, key, reason, "", err)
 }
 
-// delivered emits the event of a delivered message.
+// delivered emits the event of a delivered message, with its warning if
+// the handler returned one.
 func (g *guard) delivered(msg *message.Message, c *call) {
 	ev := c.event(msg)
 	ev.Action, ev.Admitted, ev.Probe, ev.Outcome, ev.Latency = Delivered, true, c.isProbe(), c.outcome, c.latency
+	if c.fate == fateWarned {
+		ev.Warning = deliver.AsWarning(c.err)
+	}
 	g.emit(ev)
 }
 
@@ -475,7 +481,8 @@ func (g *guard) panicked(msg *message.Message, c *call, v any) {
 
 // judge classifies the result of c's handler, first match wins:
 //
-//  1. nil: a success; the message is delivered.
+//  1. nil, or a [deliver.Warning] in err's chain: a success; the message
+//     is delivered (with the warning in its event).
 //  2. [ErrNotAttempted] in err's chain: the permit is cancelled (nothing
 //     counted) and the message diverted as not attempted.
 //  3. shutdown (the message's own context cancelled during the call): the
@@ -497,6 +504,8 @@ func (g *guard) judge(c *call, shutdown bool) (o breaker.Outcome, f fate, cancel
 	switch {
 	case err == nil:
 		return breaker.OutcomeSuccess, fateRetry, false
+	case deliver.IsWarning(err):
+		return breaker.OutcomeSuccess, fateWarned, false
 	case errors.Is(err, ErrNotAttempted):
 		return breaker.OutcomeNeutral, fateNotAttempted, true
 	case shutdown:

@@ -20,6 +20,15 @@ const (
 	DefaultMaxMDNSize      = 1 << 20 // 1 MiB
 )
 
+// MDN modes, the values of [Config.MDNMode] (RFC 4130 §7.3). Asynchronous
+// MDNs (Receipt-Delivery-Option) are not implemented yet.
+const (
+	// MDNSync asks for a synchronous MDN, returned in the HTTP response.
+	MDNSync = "sync"
+	// MDNNone asks for no MDN: a 2xx answer is the delivery.
+	MDNNone = "none"
+)
+
 // defaultMaxIdleConnsPerHost is the idle connection pool of the default
 // HTTPClient: enough for the concurrent sends of a busy partner.
 const defaultMaxIdleConnsPerHost = 32
@@ -99,11 +108,46 @@ type Config struct {
 	// same as EncryptionCert). Optional: nil asks for an unsigned MDN (no
 	// Disposition-Notification-Options header). When set, every request asks
 	// for a signed MDN (RFC 4130 §7.3, "signed-receipt-protocol=optional,
-	// pkcs7-signature; signed-receipt-micalg=optional, <SignAlgorithm>"),
-	// and an MDN that is unsigned, or whose signature does not verify with
-	// exactly this certificate, or that has no Received-Content-MIC, is a
-	// permanent failure. Must be valid when the Sender is created.
+	// pkcs7-signature; signed-receipt-micalg=optional, <SignAlgorithm>",
+	// "required" with RequireSignedMDN), and an MDN whose signature does
+	// not verify with exactly this certificate is a permanent failure; an
+	// unsigned one or one without Received-Content-MIC is a warning or a
+	// failure as RequireSignedMDN and RequireMIC say (see [Sender.Send]).
+	// Must be valid when the Sender is created.
 	MDNCert *x509.Certificate
+
+	// MDNMode is how the partner answers: [MDNSync] (the default) asks for
+	// a synchronous MDN, and a 2xx answer without one is delivered,
+	// unconfirmed (a [deliver.Warning], never resent: the partner has the
+	// message); [MDNNone] asks for none (no Disposition-Notification-To),
+	// and a 2xx answer is delivered, its body not read. Optional. Default
+	// "sync". Asynchronous MDNs are not supported yet. [MDNNone] excludes
+	// MDNCert, RequireSignedMDN and RequireMIC.
+	MDNMode string
+	// RequireSignedMDN asks for a signed MDN as "required" rather than
+	// "optional" (RFC 4130 §7.3, RFC 3798 §2.2), for a profile that demands
+	// signed receipts: an unsigned MDN is then a permanent failure
+	// ([ErrMDNUnsigned]). Without it an unsigned "processed" MDN is
+	// delivered with a warning ([deliver.WarnMDNUnsigned]), as the RFCs
+	// allow for an optional request. Optional. Default false. Requires
+	// MDNCert.
+	RequireSignedMDN bool
+	// RequireMIC makes a "processed" MDN without Received-Content-MIC a
+	// permanent failure ([ErrMICMissing]). Without it such an MDN is
+	// delivered with a warning ([deliver.WarnMICMissing]) when a signed
+	// MDN was asked for (MDNCert set), and accepted as is otherwise (no MIC
+	// was asked for). Optional. Default false.
+	RequireMIC bool
+	// WarnOnMICMismatch delivers, with a warning ([deliver.WarnMICMismatch]),
+	// a "processed" MDN whose Received-Content-MIC differs from the MIC
+	// computed, or names an algorithm this package cannot compute. Optional.
+	// Default false: a mismatch is a permanent failure ([ErrMICMismatch]),
+	// so the message goes to the dead letters, never resent by itself, and
+	// an operator looks: the receipt does not prove the partner received
+	// our bytes (altered in transit, or a different canonicalisation), and
+	// a warning would let that pass unnoticed. Set it for a partner known
+	// to compute its MIC differently.
+	WarnOnMICMismatch bool
 }
 
 func (c *Config) setDefaults() {
@@ -131,6 +175,9 @@ func (c *Config) setDefaults() {
 	if c.EncryptAlgorithm == "" {
 		c.EncryptAlgorithm = DefaultEncryptAlgorithm
 	}
+	if c.MDNMode == "" {
+		c.MDNMode = MDNSync
+	}
 	if c.HTTPClient == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = defaultMaxIdleConnsPerHost
@@ -145,7 +192,7 @@ func (c *Config) setDefaults() {
 // valid: the check [NewSender] makes. It does not modify c. The error names
 // the field and wraps the sentinel that states its allowed range: one of
 // [ErrURL], [ErrAS2ID], [ErrContentType], [ErrHeaderValue],
-// [ErrMessageIDDomain], [ErrNegative], [ErrAlgorithm], [ErrMissingKey],
+// [ErrMessageIDDomain], [ErrNegative], [ErrMDNMode], [ErrAlgorithm], [ErrMissingKey],
 // [ErrMissingCert], [ErrKeyMismatch], [ErrKeyType], [ErrCertExpired] or
 // [ErrCertNotYetValid]. Certificates are checked against the current time.
 func (c Config) Validate() error {
@@ -185,7 +232,23 @@ func (c Config) validateAt(now time.Time) error {
 	if c.MaxMDNSize < 0 {
 		return fmt.Errorf("Config.MaxMDNSize %d: %w", c.MaxMDNSize, ErrNegative)
 	}
+	if err := c.validateMDN(); err != nil {
+		return err
+	}
 	return c.validateSecurity(now)
+}
+
+// validateMDN checks MDNMode and the receipt policies that depend on it.
+func (c Config) validateMDN() error {
+	switch {
+	case c.MDNMode != MDNSync && c.MDNMode != MDNNone:
+		return fmt.Errorf("Config.MDNMode %q: %w", c.MDNMode, ErrMDNMode)
+	case c.MDNMode == MDNNone && (c.MDNCert != nil || c.RequireSignedMDN || c.RequireMIC):
+		return fmt.Errorf("Config.MDNMode %q with MDNCert, RequireSignedMDN or RequireMIC: %w: no MDN is asked for", c.MDNMode, ErrMDNMode)
+	case c.RequireSignedMDN && c.MDNCert == nil:
+		return fmt.Errorf("Config.MDNCert: %w: RequireSignedMDN needs the certificate that signs the MDNs", ErrMissingCert)
+	}
+	return nil
 }
 
 // validateSecurity checks the certificate, key and algorithm fields.

@@ -7,22 +7,26 @@
 //
 // A [Sender] is configured once per partner with a [Config] (URL, AS2 IDs,
 // timeouts) and is safe for concurrent use. [Sender.Send] sends one message
-// and returns the partner's [MDN], or a [*deliver.Error] classified for the
-// floodgate middleware:
+// and returns the partner's [MDN], a [*deliver.Warning] or a
+// [*deliver.Error] classified for the floodgate middleware:
 //
 //   - success: HTTP 2xx carrying an MDN for this Message-ID whose disposition
 //     is "processed" (or "processed/warning"), and whose Received-Content-MIC,
-//     when present, matches the MIC computed here.
+//     when present, matches the MIC computed here; under [MDNNone], any 2xx.
+//   - delivered with a warning ([deliver.ErrWarning]): the partner took the
+//     message but its receipt is imperfect (see Receipts). The middleware
+//     acks it; it is never resent, since a resend is a duplicate order.
 //   - retryable ([deliver.ErrRetryable]): timeout, connection error, HTTP 5xx,
-//     429 or 408, or a 2xx without a parseable MDN. Sending again is safe: the
+//     429 or 408. Sending again is safe: the
 //     Message-ID is derived from the message UUID ([MessageID]), so the partner
 //     can recognise a duplicate.
 //   - permanent ([deliver.ErrPermanent]): other HTTP 4xx (and 3xx: redirects
 //     are not followed), an MDN with a "processed/error" or "failed"
-//     disposition, an MDN answering another Message-ID, a MIC mismatch, a
-//     signed MDN whose signature does not verify, an unsigned MDN when a
-//     signed one was asked for, or a message that cannot be built (bad id,
-//     empty payload).
+//     disposition, an MDN answering another Message-ID, a MIC mismatch
+//     (unless Config.WarnOnMICMismatch), a signed MDN whose signature does
+//     not verify, an unsigned MDN when a signed one was required, a missing
+//     MIC when required, or a message that cannot be built (bad id, empty
+//     payload).
 //
 // # Building a message
 //
@@ -48,15 +52,32 @@
 //
 // # Receipts
 //
+// Config.MDNMode says whether an MDN is asked for: [MDNSync] (default)
+// asks for a synchronous one, [MDNNone] for none (a 2xx is the delivery).
+// Asynchronous MDNs (Receipt-Delivery-Option) are not supported yet.
+//
 // Without Config.MDNCert the sender asks for an unsigned MDN (no
 // Disposition-Notification-Options header); partners that sign anyway are
 // understood, without verification ([MDN.Signed] set, [MDN.Verified] not).
 // With it, every request asks for a signed MDN with a MIC in our digest,
-// and [VerifyMDN] checks the signature against exactly that certificate.
-// An unsigned MDN is then a permanent failure ([ErrMDNUnsigned]): it proves
-// nothing, and asking again would get the same answer; so are a signature
-// that does not verify ([ErrMDNSignature]), a missing MIC ([ErrMICMissing])
-// and a MIC that differs from ours ([ErrMICMismatch]).
+// as "optional", or "required" with Config.RequireSignedMDN (RFC 4130
+// §7.3, RFC 3798 §2.2), and [VerifyMDN] checks the signature against
+// exactly that certificate. Every answer has one outcome, per partner:
+//
+//	answer (HTTP 2xx)                             outcome
+//	no MDN, or an unreadable one (MDNSync)        warning "unconfirmed"
+//	any body (MDNNone)                            delivered
+//	"processed", unsigned, signed one optional    warning "mdn-unsigned"
+//	"processed", unsigned, signed one required    permanent, ErrMDNUnsigned
+//	signature does not verify                     permanent, ErrMDNSignature
+//	"processed", no MIC, signed MDN asked for     warning "mic-missing" (permanent with RequireMIC)
+//	"processed", MIC differs                      permanent, ErrMICMismatch (warning "mic-mismatch" with WarnOnMICMismatch)
+//	not "processed", or another Message-ID        permanent
+//
+// A MIC mismatch is permanent by default: the receipt does not prove the
+// partner received our bytes, so the message goes to the dead letters for
+// an operator to look at, never resent by itself; downgrade it for a
+// partner known to compute its MIC differently.
 //
 // # Profiles and the receiving side
 //

@@ -17,6 +17,10 @@ var (
 	ErrHeaderValue = errors.New("as2: header value must not contain control characters")
 	// ErrMessageIDDomain: Config.MessageIDDomain is not a dot-atom (RFC 5322 §3.6.4).
 	ErrMessageIDDomain = errors.New("as2: message ID domain must be a dot-atom such as example.com (RFC 5322 §3.6.4)")
+	// ErrMDNMode: Config.MDNMode is not "sync" or "none" (asynchronous
+	// MDNs are not supported yet), or is "none" with a setting that asks
+	// for an MDN.
+	ErrMDNMode = errors.New(`as2: MDN mode must be "sync" or "none"`)
 	// ErrNegative: a duration or size in Config is negative.
 	ErrNegative = errors.New("as2: must not be negative")
 	// ErrAlgorithm: Config.SignAlgorithm or Config.EncryptAlgorithm names an
@@ -53,8 +57,8 @@ var (
 )
 
 // Errors reading an MDN, returned by [ParseMDN]. [Sender.Send] wraps them in
-// a retryable [*deliver.Error]: the partner answered 2xx but gave no usable
-// receipt.
+// a [*deliver.Warning] ([deliver.WarnUnconfirmed]): the partner answered
+// 2xx, so it has the message, but gave no usable receipt.
 var (
 	// ErrNoMDN: the response is not a multipart/report of report-type
 	// disposition-notification (RFC 3798 §3, RFC 4130 §7.4).
@@ -64,7 +68,8 @@ var (
 )
 
 // Errors verifying an MDN against the message sent. [Sender.Send] wraps them
-// in a permanent [*deliver.Error].
+// in a permanent [*deliver.Error], or, as the receipt policies of [Config]
+// say, in a [*deliver.Warning].
 var (
 	// ErrNotProcessed: the MDN disposition is not "processed" (for example
 	// "processed/error: authentication-failed" or "failed/failure: ...").
@@ -78,15 +83,18 @@ var (
 	ErrMICAlgorithm = errors.New("as2: unsupported MIC algorithm")
 	// ErrMICMissing: a signed receipt was requested but the MDN carries no
 	// Received-Content-MIC, so it proves nothing about the content
-	// (RFC 4130 §7.4.3: the field is required in a signed receipt).
+	// (RFC 4130 §7.4.3: the field is required in a signed receipt). A
+	// permanent failure with Config.RequireMIC, else a warning.
 	ErrMICMissing = errors.New("as2: MDN has no received content MIC")
 	// ErrMDNSignature: the signature of a signed MDN does not verify with
 	// the partner's MDN certificate (Config.MDNCert): the MDN was altered,
 	// or signed by another key.
 	ErrMDNSignature = errors.New("as2: MDN signature does not verify")
 	// ErrMDNUnsigned: a signed MDN was requested (Config.MDNCert is set) but
-	// the partner returned an unsigned one. It is not a receipt that proves
-	// anything, and asking again gets the same answer: permanent.
+	// the partner returned an unsigned one. A permanent failure when the
+	// request said "required" (Config.RequireSignedMDN) or the MDN reports
+	// a failure; a warning for a "processed" MDN to an optional request
+	// (RFC 3798 §2.2, RFC 4130 §7.3).
 	ErrMDNUnsigned = errors.New("as2: MDN is not signed")
 )
 

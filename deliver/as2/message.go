@@ -94,11 +94,18 @@ func (s *Sender) buildAt(id string, payload []byte, now time.Time) (*Outbound, e
 	h.Set("Message-ID", msgID)
 	h.Set("Subject", mime.QEncoding.Encode("utf-8", s.cfg.Subject))
 	h.Set("Date", now.Format(time.RFC1123Z))
-	h.Set("Disposition-Notification-To", s.cfg.MDNTo)
+	if s.cfg.MDNMode != MDNNone {
+		h.Set("Disposition-Notification-To", s.cfg.MDNTo)
+	}
 	if s.cfg.MDNCert != nil {
-		// RFC 4130 §7.3: ask for a signed receipt with a MIC in our digest.
+		// RFC 4130 §7.3: ask for a signed receipt with a MIC in our digest,
+		// "required" when the profile demands it (RFC 3798 §2.2).
+		importance := "optional"
+		if s.cfg.RequireSignedMDN {
+			importance = "required"
+		}
 		h.Set("Disposition-Notification-Options",
-			"signed-receipt-protocol=optional, pkcs7-signature; signed-receipt-micalg=optional, "+s.sign.micalg)
+			"signed-receipt-protocol="+importance+", pkcs7-signature; signed-receipt-micalg="+importance+", "+s.sign.micalg)
 	}
 	h.Set("MIME-Version", "1.0")
 	h.Set("User-Agent", userAgent)

@@ -308,57 +308,75 @@ func TestSendSignedMDNChecks(t *testing.T) {
 		name  string
 		build func(t *testing.T, w http.ResponseWriter, msgID, mic string)
 		want  []error // all must match; nil means success
-		kind  error
+		kind  error   // deliver.ErrRetryable, ErrPermanent or ErrWarning
+		cfg   func(*as2.Config)
 	}{
 		{"valid", func(t *testing.T, w http.ResponseWriter, msgID, mic string) {
 			signAndWrite(t, w, reportEntity(notification(msgID, "processed", mic)), pki.Partner, nil)
-		}, nil, nil},
+		}, nil, nil, nil},
 		{"MIC in sha-1 although sha-256 was asked", func(t *testing.T, w http.ResponseWriter, msgID, mic string) {
 			// The partner may answer in another algorithm: we recompute.
 			signAndWrite(t, w, reportEntity(notification(msgID, "processed", entityMIC("sha-1", payload(t)))), pki.Partner, nil)
-		}, nil, nil},
+		}, nil, nil, nil},
 		{"wrong MIC", func(t *testing.T, w http.ResponseWriter, msgID, mic string) {
 			signAndWrite(t, w, reportEntity(notification(msgID, "processed", wrongMIC)), pki.Partner, nil)
-		}, []error{as2.ErrMICMismatch}, deliver.ErrPermanent},
+		}, []error{as2.ErrMICMismatch}, deliver.ErrPermanent, nil},
+		{"wrong MIC, the partner's policy warns", func(t *testing.T, w http.ResponseWriter, msgID, mic string) {
+			signAndWrite(t, w, reportEntity(notification(msgID, "processed", wrongMIC)), pki.Partner, nil)
+		}, []error{as2.ErrMICMismatch}, deliver.ErrWarning, func(c *as2.Config) { c.WarnOnMICMismatch = true }},
 		{"MIC of the payload alone", func(t *testing.T, w http.ResponseWriter, msgID, mic string) {
 			signAndWrite(t, w, reportEntity(notification(msgID, "processed", sha256MIC(payload(t)))), pki.Partner, nil)
-		}, []error{as2.ErrMICMismatch}, deliver.ErrPermanent},
+		}, []error{as2.ErrMICMismatch}, deliver.ErrPermanent, nil},
 		{"MIC in an unknown algorithm", func(t *testing.T, w http.ResponseWriter, msgID, mic string) {
 			signAndWrite(t, w, reportEntity(notification(msgID, "processed", "AAAA, gost-3411")), pki.Partner, nil)
-		}, []error{as2.ErrMICMismatch}, deliver.ErrPermanent},
+		}, []error{as2.ErrMICMismatch}, deliver.ErrPermanent, nil},
 		{"no MIC", func(t *testing.T, w http.ResponseWriter, msgID, mic string) {
 			signAndWrite(t, w, reportEntity(notification(msgID, "processed", "")), pki.Partner, nil)
-		}, []error{as2.ErrMICMissing}, deliver.ErrPermanent},
+		}, []error{as2.ErrMICMissing}, deliver.ErrWarning, nil},
+		{"no MIC, MIC required", func(t *testing.T, w http.ResponseWriter, msgID, mic string) {
+			signAndWrite(t, w, reportEntity(notification(msgID, "processed", "")), pki.Partner, nil)
+		}, []error{as2.ErrMICMissing}, deliver.ErrPermanent, func(c *as2.Config) { c.RequireMIC = true }},
 		{"signed by another key", func(t *testing.T, w http.ResponseWriter, msgID, mic string) {
 			signAndWrite(t, w, reportEntity(notification(msgID, "processed", mic)), other, nil)
-		}, []error{as2.ErrMDNSignature, as2.ErrSignature}, deliver.ErrPermanent},
+		}, []error{as2.ErrMDNSignature, as2.ErrSignature}, deliver.ErrPermanent, nil},
 		{"tampered disposition", func(t *testing.T, w http.ResponseWriter, msgID, mic string) {
 			signAndWrite(t, w, reportEntity(notification(msgID, "failed/failure: nope", mic)), pki.Partner, func(b []byte) []byte {
 				return bytes.Replace(b, []byte("failed/failure: nope"), []byte("processed           "), 1)
 			})
-		}, []error{as2.ErrMDNSignature}, deliver.ErrPermanent},
+		}, []error{as2.ErrMDNSignature}, deliver.ErrPermanent, nil},
 		{"unsigned", func(t *testing.T, w http.ResponseWriter, msgID, mic string) {
 			w.Header().Set("Content-Type", reportCT)
 			io.WriteString(w, report(notification(msgID, "processed", mic)))
-		}, []error{as2.ErrMDNUnsigned}, deliver.ErrPermanent},
+		}, []error{as2.ErrMDNUnsigned}, deliver.ErrWarning, nil},
+		{"unsigned, signed MDN required", func(t *testing.T, w http.ResponseWriter, msgID, mic string) {
+			w.Header().Set("Content-Type", reportCT)
+			io.WriteString(w, report(notification(msgID, "processed", mic)))
+		}, []error{as2.ErrMDNUnsigned}, deliver.ErrPermanent, func(c *as2.Config) { c.RequireSignedMDN = true }},
+		{"unsigned, no MIC", func(t *testing.T, w http.ResponseWriter, msgID, mic string) {
+			w.Header().Set("Content-Type", reportCT)
+			io.WriteString(w, report(notification(msgID, "processed", "")))
+		}, []error{as2.ErrMDNUnsigned, as2.ErrMICMissing}, deliver.ErrWarning, nil},
 		{"unsigned and failed", func(t *testing.T, w http.ResponseWriter, msgID, mic string) {
 			w.Header().Set("Content-Type", reportCT)
 			io.WriteString(w, report(notification(msgID, "processed/error: decryption-failed", "")))
-		}, []error{as2.ErrMDNUnsigned, as2.ErrNotProcessed}, deliver.ErrPermanent},
+		}, []error{as2.ErrMDNUnsigned, as2.ErrNotProcessed}, deliver.ErrPermanent, nil},
 		{"signed, failed", func(t *testing.T, w http.ResponseWriter, msgID, mic string) {
 			signAndWrite(t, w, reportEntity(notification(msgID, "failed/failure: unsupported format", "")), pki.Partner, nil)
-		}, []error{as2.ErrNotProcessed}, deliver.ErrPermanent},
+		}, []error{as2.ErrNotProcessed}, deliver.ErrPermanent, nil},
 		{"signed, but not an MDN inside", func(t *testing.T, w http.ResponseWriter, msgID, mic string) {
 			signAndWrite(t, w, []byte("Content-Type: text/plain\r\n\r\nthanks"), pki.Partner, nil)
-		}, []error{as2.ErrNoMDN}, deliver.ErrRetryable},
+		}, []error{as2.ErrNoMDN}, deliver.ErrWarning, nil},
 		{"truncated multipart/signed", func(t *testing.T, w http.ResponseWriter, msgID, mic string) {
 			signAndWrite(t, w, reportEntity(notification(msgID, "processed", mic)), pki.Partner, func(b []byte) []byte { return b[:len(b)/2] })
-		}, []error{as2.ErrMalformedMDN}, deliver.ErrRetryable},
+		}, []error{as2.ErrMalformedMDN}, deliver.ErrWarning, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := mdnResponder(t, func(w http.ResponseWriter, msgID, mic string) { tt.build(t, w, msgID, mic) })
 			cfg := pki.SenderConfig(srv.URL)
+			if tt.cfg != nil {
+				tt.cfg(&cfg)
+			}
 			s, err := as2.NewSender(cfg)
 			if err != nil {
 				t.Fatal(err)

@@ -54,33 +54,51 @@ func NewSender(cfg Config) (*Sender, error) {
 // Config returns the sender's configuration with defaults applied.
 func (s *Sender) Config() Config { return s.cfg }
 
-// Send sends payload as one AS2 message and waits for the synchronous MDN.
-// id is the message's unique, stable id (the Watermill message UUID): the
-// Message-ID is [MessageID](id, Config.MessageIDDomain), the same on every
-// attempt, so the partner can discard a duplicate.
+// Send sends payload as one AS2 message and, under [MDNSync], waits for the
+// synchronous MDN. id is the message's unique, stable id (the Watermill
+// message UUID): the Message-ID is [MessageID](id, Config.MessageIDDomain),
+// the same on every attempt, so the partner can discard a duplicate.
 //
-// Send returns the MDN when the partner processed the message. Otherwise it
-// returns a [*deliver.Error] whose Kind is:
+// Send returns the MDN and nil when the partner processed the message and
+// the receipt is all that was asked for (nil and nil under [MDNNone]: any
+// 2xx is the delivery). It returns a [*deliver.Warning], the message
+// delivered but its receipt imperfect, never to be resent, with the MDN if
+// one was read, for:
+//
+//   - a 2xx whose body is no readable MDN ([ErrNoMDN], [ErrMalformedMDN],
+//     or larger than Config.MaxMDNSize) under [MDNSync]: delivered,
+//     unconfirmed ([deliver.WarnUnconfirmed]);
+//   - an unsigned "processed" MDN when a signed one was asked for as
+//     optional ([ErrMDNUnsigned], [deliver.WarnMDNUnsigned]);
+//   - a "processed" MDN without Received-Content-MIC when a signed one was
+//     asked for and Config.RequireMIC is false ([ErrMICMissing],
+//     [deliver.WarnMICMissing]);
+//   - a MIC mismatch when Config.WarnOnMICMismatch is set ([ErrMICMismatch],
+//     [deliver.WarnMICMismatch]).
+//
+// With several, the Warning's Reason is the first in this order and its
+// cause joins them all. Otherwise Send returns a [*deliver.Error] whose
+// Kind is:
 //
 //   - [deliver.ErrRetryable] for a transport error or timeout (Config.Timeout
-//     or ctx), HTTP 5xx, 429 or 408 (RetryAfter set from Retry-After), and a
-//     2xx whose body is not a readable MDN ([ErrNoMDN], [ErrMalformedMDN]);
+//     or ctx), an error reading the response, and HTTP 5xx, 429 or 408
+//     (RetryAfter set from Retry-After);
 //   - [deliver.ErrPermanent] for other HTTP statuses, an MDN whose
 //     disposition is not processed ([ErrNotProcessed], Disposition set), an
-//     MDN for another Message-ID ([ErrMDNMismatch]), a Received-Content-MIC
-//     that differs from the one computed ([ErrMICMismatch]), and a message that
-//     cannot be built ([ErrMessageID], [ErrEmptyPayload]); and, when
-//     Config.MDNCert asks for a signed MDN, an unsigned MDN
-//     ([ErrMDNUnsigned], with [ErrNotProcessed] too if it reports a
-//     failure), a signature that does not verify ([ErrMDNSignature]) and a
-//     missing MIC ([ErrMICMissing]).
+//     MDN for another Message-ID ([ErrMDNMismatch]), a MIC mismatch without
+//     Config.WarnOnMICMismatch ([ErrMICMismatch]), a message that cannot be
+//     built ([ErrMessageID], [ErrEmptyPayload]); and, when Config.MDNCert
+//     asks for a signed MDN, a signature that does not verify
+//     ([ErrMDNSignature]), an unsigned MDN with Config.RequireSignedMDN
+//     ([ErrMDNUnsigned]) and a missing MIC with Config.RequireMIC
+//     ([ErrMICMissing]).
 //
 // When an MDN was read but rejected, Send returns it together with the
 // error. Without Config.MDNCert, an MDN without Original-Message-ID, or
-// without Received-Content-MIC, or with a MIC in an algorithm this package
-// cannot compute, is accepted on its disposition alone (it answers this very
-// HTTP request); with it, the MIC must be present and computable. ctx bounds
-// the whole exchange along with Config.Timeout.
+// without Received-Content-MIC (unless Config.RequireMIC), or with a MIC in
+// an algorithm this package cannot compute, is accepted on its disposition
+// alone (it answers this very HTTP request). ctx bounds the whole exchange
+// along with Config.Timeout.
 func (s *Sender) Send(ctx context.Context, id string, payload []byte) (*MDN, error) {
 	out, err := s.Build(id, payload)
 	if err != nil {
@@ -115,14 +133,17 @@ func (s *Sender) Send(ctx context.Context, id string, payload []byte) (*MDN, err
 		}
 		return nil, err
 	}
-	if int64(len(body)) > s.cfg.MaxMDNSize {
-		return nil, &deliver.Error{Kind: deliver.ErrRetryable, Op: opSend, StatusCode: resp.StatusCode,
-			Cause: fmt.Errorf("%w: response larger than %d bytes", ErrNoMDN, s.cfg.MaxMDNSize)}
+	if s.cfg.MDNMode == MDNNone {
+		return nil, nil // no MDN asked for: the 2xx is the delivery
 	}
-	mdn, err := s.readMDN(resp.Header.Get("Content-Type"), body)
+	if int64(len(body)) > s.cfg.MaxMDNSize {
+		return nil, unconfirmed(resp.StatusCode, fmt.Errorf("%w: response larger than %d bytes", ErrNoMDN, s.cfg.MaxMDNSize))
+	}
+	var warns receiptWarnings
+	mdn, err := s.readMDN(resp.Header.Get("Content-Type"), body, &warns)
 	switch {
 	case errors.Is(err, ErrNoMDN) || errors.Is(err, ErrMalformedMDN):
-		return nil, &deliver.Error{Kind: deliver.ErrRetryable, Op: opSend, StatusCode: resp.StatusCode, Cause: err}
+		return nil, unconfirmed(resp.StatusCode, err)
 	case err != nil:
 		de := &deliver.Error{Kind: deliver.ErrPermanent, Op: opSend, StatusCode: resp.StatusCode, Cause: err}
 		if mdn != nil {
@@ -130,31 +151,70 @@ func (s *Sender) Send(ctx context.Context, id string, payload []byte) (*MDN, err
 		}
 		return mdn, de
 	}
-	if err := s.verifyMDN(out, mdn); err != nil {
+	if err := s.verifyMDN(out, mdn, &warns); err != nil {
 		return mdn, &deliver.Error{Kind: deliver.ErrPermanent, Op: opSend, StatusCode: resp.StatusCode,
 			Disposition: mdn.DispositionField, Cause: err}
 	}
-	return mdn, nil
+	return mdn, warns.err()
+}
+
+// unconfirmed is the warning of a 2xx answer without a usable MDN: the
+// partner has the message, so a resend would deliver it twice.
+func unconfirmed(status int, cause error) error {
+	return &deliver.Warning{Op: opSend, Reason: deliver.WarnUnconfirmed,
+		Cause: fmt.Errorf("HTTP %d without a usable MDN, delivered unconfirmed: %w", status, cause)}
+}
+
+// receiptWarnings collects what is imperfect about a receipt that is
+// accepted: the first reason, and every cause.
+type receiptWarnings struct {
+	reason string
+	causes []error
+}
+
+func (w *receiptWarnings) add(reason string, cause error) {
+	if w.reason == "" {
+		w.reason = reason
+	}
+	w.causes = append(w.causes, cause)
+}
+
+// err returns the [*deliver.Warning] of the collected warnings, or nil.
+func (w *receiptWarnings) err() error {
+	if len(w.causes) == 0 {
+		return nil
+	}
+	return &deliver.Warning{Op: opSend, Reason: w.reason, Cause: errors.Join(w.causes...)}
 }
 
 // readMDN parses the response as an MDN, and verifies its signature when a
-// signed MDN was requested (Config.MDNCert set). An unsigned MDN that also
-// reports a failure wraps both ErrMDNUnsigned and ErrNotProcessed.
-func (s *Sender) readMDN(contentType string, body []byte) (*MDN, error) {
+// signed MDN was requested (Config.MDNCert set). An unsigned MDN is a
+// warning when the request was optional and the MDN says processed, else
+// an error; an unsigned MDN that reports a failure wraps both
+// ErrMDNUnsigned and ErrNotProcessed.
+func (s *Sender) readMDN(contentType string, body []byte, warns *receiptWarnings) (*MDN, error) {
 	if s.cfg.MDNCert == nil {
 		return ParseMDN(contentType, body)
 	}
 	mdn, err := VerifyMDN(contentType, body, s.cfg.MDNCert)
-	if errors.Is(err, ErrMDNUnsigned) && mdn != nil && !mdn.Processed() {
-		err = fmt.Errorf("%w; %w: %s", err, ErrNotProcessed, mdn.DispositionField)
+	if errors.Is(err, ErrMDNUnsigned) && mdn != nil {
+		switch {
+		case !mdn.Processed():
+			err = fmt.Errorf("%w; %w: %s", err, ErrNotProcessed, mdn.DispositionField)
+		case s.cfg.RequireSignedMDN:
+			err = fmt.Errorf("%w: a signed MDN is required", err)
+		default: // RFC 3798 §2.2, RFC 4130 §7.3: optional, so allowed
+			warns.add(deliver.WarnMDNUnsigned, err)
+			err = nil
+		}
 	}
 	return mdn, err
 }
 
 // verifyMDN checks a parsed MDN against the message it answers: the
-// Original-Message-ID, the disposition, and the MIC. When a signed MDN was
-// requested the MIC is required, and must be one this package can compute.
-func (s *Sender) verifyMDN(out *Outbound, mdn *MDN) error {
+// Original-Message-ID, the disposition, and the MIC, as the receipt
+// policies of Config say; what is accepted but imperfect goes to warns.
+func (s *Sender) verifyMDN(out *Outbound, mdn *MDN, warns *receiptWarnings) error {
 	if mdn.OriginalMessageID != "" && normalizeMessageID(mdn.OriginalMessageID) != normalizeMessageID(out.MessageID) {
 		return fmt.Errorf("%w: Original-Message-ID %s, sent %s", ErrMDNMismatch, mdn.OriginalMessageID, out.MessageID)
 	}
@@ -163,20 +223,31 @@ func (s *Sender) verifyMDN(out *Outbound, mdn *MDN) error {
 	}
 	requested := s.cfg.MDNCert != nil
 	if mdn.ReceivedContentMIC == "" {
-		if requested {
-			return fmt.Errorf("%w: sent %q", ErrMICMissing, out.MIC)
+		err := fmt.Errorf("%w: sent %q", ErrMICMissing, out.MIC)
+		switch {
+		case s.cfg.RequireMIC:
+			return err
+		case requested:
+			warns.add(deliver.WarnMICMissing, err)
 		}
 		return nil
 	}
 	ok, err := micMatches(mdn.ReceivedContentMIC, out.micContent)
+	var mismatch error
 	switch {
 	case errors.Is(err, ErrMICAlgorithm) && !requested:
 		// We did not ask for a MIC (unsigned MDN requested) and cannot
 		// compute this one: the disposition stands alone.
 	case err != nil:
-		return fmt.Errorf("%w: %v", ErrMICMismatch, err)
+		mismatch = fmt.Errorf("%w: %v", ErrMICMismatch, err)
 	case !ok:
-		return fmt.Errorf("%w: received %q, sent %q", ErrMICMismatch, mdn.ReceivedContentMIC, out.MIC)
+		mismatch = fmt.Errorf("%w: received %q, sent %q", ErrMICMismatch, mdn.ReceivedContentMIC, out.MIC)
+	}
+	if mismatch != nil {
+		if !s.cfg.WarnOnMICMismatch {
+			return mismatch
+		}
+		warns.add(deliver.WarnMICMismatch, mismatch)
 	}
 	return nil
 }

@@ -430,9 +430,9 @@ func TestSendVerifiesMDN(t *testing.T) {
 		{"other message", reportCT, report("Original-Message-ID: <someone-else@floodgate>%.0[1]s\r\nDisposition: automatic-action/MDN-sent-automatically; processed\r\nReceived-Content-MIC: %[2]s"), as2.ErrMDNMismatch, deliver.ErrPermanent},
 		{"failed", reportCT, report("Original-Message-ID: %[1]s\r\nDisposition: automatic-action/MDN-sent-automatically; failed/Failure: unsupported format%.0[2]s"), as2.ErrNotProcessed, deliver.ErrPermanent},
 		{"processed/error", reportCT, report("Original-Message-ID: %[1]s\r\nDisposition: automatic-action/MDN-sent-automatically; processed/Error: decryption-failed%.0[2]s"), as2.ErrNotProcessed, deliver.ErrPermanent},
-		{"2xx without MDN", "text/plain", "OK%.0[1]s%.0[2]s", as2.ErrNoMDN, deliver.ErrRetryable},
-		{"2xx empty", "", "%.0[1]s%.0[2]s", as2.ErrNoMDN, deliver.ErrRetryable},
-		{"report without notification", reportCT, "--b1\r\nContent-Type: text/plain\r\n\r\nhi %.0[1]s%.0[2]s\r\n--b1--\r\n", as2.ErrMalformedMDN, deliver.ErrRetryable},
+		{"2xx without MDN", "text/plain", "OK%.0[1]s%.0[2]s", as2.ErrNoMDN, deliver.ErrWarning},
+		{"2xx empty", "", "%.0[1]s%.0[2]s", as2.ErrNoMDN, deliver.ErrWarning},
+		{"report without notification", reportCT, "--b1\r\nContent-Type: text/plain\r\n\r\nhi %.0[1]s%.0[2]s\r\n--b1--\r\n", as2.ErrMalformedMDN, deliver.ErrWarning},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -146,6 +146,23 @@ type Config struct {
 	// "processed/error: insufficient-message-security". Optional. Default
 	// false.
 	RequireEncrypted bool
+
+	// The receipt settings below make the partner answer a processed
+	// request imperfectly, as some real partners do (RFC 4130 §7.3, §7.4).
+	// Optional. Default false: a complete receipt.
+
+	// NoMDN answers HTTP 200 with an empty body, even when an MDN was asked
+	// for: a partner set up for asynchronous receipts or none.
+	NoMDN bool
+	// UnsignedMDN never signs an MDN, even when a signed one was asked for
+	// and the partner has a key.
+	UnsignedMDN bool
+	// OmitMIC leaves Received-Content-MIC out of the MDN (as pyas2lib does
+	// for an encrypt-only message).
+	OmitMIC bool
+	// WrongMIC returns a Received-Content-MIC that is not the message's (a
+	// partner that computes it over other bytes). Ignored with OmitMIC.
+	WrongMIC bool
 }
 
 func (c *Config) setDefaults() {

@@ -41,6 +41,11 @@
 // Disposition-Notification-To is processed and answered 200 with no MDN
 // (RFC 4130 §7.3: no MDN was asked for).
 //
+// Config.NoMDN, UnsignedMDN, OmitMIC and WrongMIC make the receipt of a
+// processed request imperfect, as some real partners' receipts are: no MDN
+// at all, an unsigned MDN to a request for a signed one, no
+// Received-Content-MIC, or a MIC that does not match.
+//
 // # Security
 //
 // The partner speaks the signed and encrypted AS2 of [as2.Sender], through

@@ -72,7 +72,7 @@ func (p *Partner) writeMDN(w http.ResponseWriter, req request, disposition, text
 		"boundary":    mw.Boundary(),
 	})
 	out := body.Bytes()
-	if req.signedMDN && p.cfg.Key != nil {
+	if req.signedMDN && p.cfg.Key != nil && !p.cfg.UnsignedMDN {
 		// RFC 4130 §7.4: a signed receipt is the report entity inside
 		// multipart/signed, signed with the digest the sender asked for.
 		alg := req.micalg

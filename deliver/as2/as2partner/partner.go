@@ -2,6 +2,8 @@ package as2partner
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -449,13 +451,32 @@ func (p *Partner) process(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	p.mu.Unlock()
 
-	if !req.wantsMDN {
+	if !req.wantsMDN || p.cfg.NoMDN {
 		w.WriteHeader(http.StatusOK)
 		return
+	}
+	switch {
+	case p.cfg.OmitMIC:
+		req.mic = ""
+	case p.cfg.WrongMIC:
+		req.mic = alterMIC(req.mic)
 	}
 	p.writeMDN(w, req, "processed",
 		fmt.Sprintf("The AS2 message %s from %q was received and processed. "+
 			"This receipt does not guarantee that the content was interpreted or acted upon.", req.messageID, req.from))
+}
+
+// alterMIC returns mic, "<base64>, <alg>", with its digest's first byte
+// flipped: a well-formed MIC that does not match.
+func alterMIC(mic string) string {
+	b64, alg, _ := strings.Cut(mic, ",")
+	sum, err := base64.StdEncoding.DecodeString(strings.TrimSpace(b64))
+	if err != nil || len(sum) == 0 {
+		sum = make([]byte, sha256.Size)
+		alg = " sha-256"
+	}
+	sum[0] ^= 0xff
+	return base64.StdEncoding.EncodeToString(sum) + "," + alg
 }
 
 func (p *Partner) answerError(w http.ResponseWriter, req request, reason, text string) {
