@@ -145,9 +145,8 @@ type consumerConfig struct {
 	// and one source pull loop, so live consumption is ordered too.
 	Ordered bool
 	// WatermillNATS consumes the source topic with watermill-nats'
-	// pkg/jetstream subscriber set up as the README's recipe
-	// (wmnats_test.go), one router handler per unit of concurrency,
-	// instead of jsq.
+	// pkg/jetstream subscriber through package wmnats (wmnats_test.go),
+	// one router handler per unit of concurrency, instead of jsq.
 	WatermillNATS bool
 }
 

@@ -2,147 +2,44 @@ package integration
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
-	wmjs "github.com/ThreeDotsLabs/watermill-nats/v2/pkg/jetstream"
-	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/floodgate-go/floodgate/internal/natstest"
 	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/floodgate-go/floodgate/retryqueue"
+	"github.com/floodgate-go/floodgate/wmnats"
 )
 
-// The recipe of the README's "Using watermill-nats": watermill-nats'
-// pkg/jetstream subscriber made safe for floodgate's middleware. The tests
-// below run the same checks as jsq's with it: outage and drain, close
-// mid-diversion, restart, a multi-valued header, the retry stream away.
-const (
-	// wmnatsAckWait is the consumer's AckWait and the subscriber's
-	// AckWaitTimeout. It must exceed the longest a message can wait in
-	// a subscription plus its own handling: (PullMaxMessages + 1) × the
-	// longest handler call, the middleware's Timeout plus the diversion's
-	// PublishTimeout (3 s + 2 s in this harness): 2 × 5 s < 12 s.
-	wmnatsAckWait = 12 * time.Second
-	// wmnatsPrefetch is PullMaxMessages: messages a subscription holds
-	// beyond the one in its handler.
-	wmnatsPrefetch = 1
-)
+// The README's "Using watermill-nats": watermill-nats' pkg/jetstream
+// subscriber made safe for floodgate's middleware by package wmnats. The
+// tests below run the same checks as jsq's with it: outage and drain,
+// close mid-diversion, restart, a multi-valued header, the retry stream
+// away.
 
-// wmnatsDurable names the recipe's durable consumer on topic's stream.
+// wmnatsAckWait is the subscriber's AckWait. It must exceed 2 × the
+// longest handler call: the middleware's Timeout plus the diversion's
+// PublishTimeout (3 s + 2 s in this harness): 2 × 5 s < 12 s.
+const wmnatsAckWait = 12 * time.Second
+
+// wmnatsDurable names the durable consumer on topic's stream.
 func wmnatsDurable(topic string) string { return "floodgate_wmnats_" + jsq.StreamName(topic) }
 
-// newWatermillNATSSubscriber is the recipe: a watermill-nats pkg/jetstream
-// subscriber on the durable consumer named durable, for handlers router
-// handlers on one topic (each is one subscription, handled one message at
-// a time), wrapped in a [closeGate].
-func newWatermillNATSSubscriber(url, durable string, handlers int) (*closeGate, error) {
-	// A connection of its own: Subscriber.Close drains its connection.
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
-	if err != nil {
-		return nil, err
-	}
-	g := &closeGate{}
-	g.Subscriber, err = wmjs.NewSubscriber(wmjs.SubscriberConfig{
-		Conn:   nc,
-		Logger: watermill.NopLogger{},
-		// Wait for the handler as long as the server waits for the ack.
-		AckWaitTimeout: wmnatsAckWait,
-		// A durable consumer, never deleted on Close (no closer).
-		ResourceInitializer: func(ctx context.Context, js jetstream.JetStream, topic string) (jetstream.Consumer, func(context.Context, watermill.LoggerAdapter), error) {
-			s, err := jsq.EnsureStream(ctx, js, topic) // or js.Stream: the stream your publisher writes
-			if err != nil {
-				return nil, nil, err
-			}
-			c, err := s.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-				Durable:       durable,
-				AckPolicy:     jetstream.AckExplicitPolicy,
-				DeliverPolicy: jetstream.DeliverAllPolicy,
-				AckWait:       wmnatsAckWait,
-				MaxDeliver:    -1, // the broker never gives up; floodgate dead-letters
-				MaxAckPending: handlers * (wmnatsPrefetch + 1),
-			})
-			return gatedConsumer{c, g}, nil, err
-		},
-		// Bounded prefetch: no message waits in the client past AckWait.
-		ConsumeOptions: []jetstream.PullConsumeOpt{jetstream.PullMaxMessages(wmnatsPrefetch)},
-		// A nack (diversion not confirmed) is redelivered after a pause;
-		// never a MaxRetryDelay, whose Term drops the message.
-		NakDelay: wmjs.NewStaticDelay(200 * time.Millisecond),
-		AckAsync: false, // DoubleAck: acked only once the server confirms
-		// Never fails: a multi-valued header is dead-lettered as malformed.
-		Unmarshaler: jsq.Unmarshaler{},
-	})
-	if err != nil {
-		nc.Close()
-		return nil, err
-	}
-	return g, nil
+// newWatermillNATSSubscriber is the README's usage: a wmnats.Subscriber
+// on the durable consumer named durable, for handlers router handlers.
+func newWatermillNATSSubscriber(url, durable string, handlers int) (*wmnats.Subscriber, error) {
+	return wmnats.NewSubscriber(wmnats.Config{URL: url, Durable: durable, Handlers: handlers, AckWait: wmnatsAckWait})
 }
 
-// closeGate wraps the watermill-nats pkg/jetstream subscriber (v2.1.3) to
-// close it safely. Its Close stops taking messages (one arriving is nacked
-// with a short delay), waits for the messages in its handlers to be acked
-// or nacked, and only then closes the subscriber. Closed at once, the
-// subscriber drops the acks of messages still in handlers (each is
-// redelivered after AckWait) and may send a message on the channel it is
-// closing: a data race, and a "send on closed channel" panic. The end of
-// the context given to Subscribe closes that channel too, so Subscribe
-// hides it from the subscriber and runs Close when it ends.
-type closeGate struct {
-	*wmjs.Subscriber
-
-	mu       sync.Mutex
-	closing  bool
-	inflight sync.WaitGroup
-}
-
-// Subscribe subscribes with a context the subscriber never sees
-// cancelled; when ctx ends (the router's Run context) it runs Close.
-func (g *closeGate) Subscribe(ctx context.Context, topic string) (<-chan *message.Message, error) {
-	out, err := g.Subscriber.Subscribe(context.WithoutCancel(ctx), topic)
-	if err == nil {
-		go func() { <-ctx.Done(); _ = g.Close() }()
-	}
-	return out, err
-}
-
-// Close stops taking messages, waits for those in handlers (each at most
-// AckWaitTimeout), then closes the subscriber. The router calls it once
-// per handler, concurrently.
-func (g *closeGate) Close() error {
-	g.mu.Lock()
-	g.closing = true
-	g.mu.Unlock()
-	g.inflight.Wait()
-	return g.Subscriber.Close()
-}
-
-// gatedConsumer passes each message to the subscriber only while its gate
-// is open, and tracks it until the subscriber's callback returns (acked,
-// nacked or timed out).
-type gatedConsumer struct {
-	jetstream.Consumer
-	g *closeGate
-}
-
-func (c gatedConsumer) Consume(cb jetstream.MessageHandler, opts ...jetstream.PullConsumeOpt) (jetstream.ConsumeContext, error) {
-	return c.Consumer.Consume(func(msg jetstream.Msg) {
-		c.g.mu.Lock()
-		if c.g.closing {
-			c.g.mu.Unlock()
-			_ = msg.NakWithDelay(500 * time.Millisecond) // for the next run
-			return
-		}
-		c.g.inflight.Add(1)
-		c.g.mu.Unlock()
-		defer c.g.inflight.Done()
-		cb(msg)
-	}, opts...)
+// maxAckPending is the consumer's MaxAckPending of c's wmnats subscriber:
+// the most messages delivered and not yet acked, so the most a restart
+// may deliver again.
+func maxAckPending(t *testing.T, c *consumer) int {
+	t.Helper()
+	return c.sub.(*wmnats.Subscriber).ConsumerConfig().MaxAckPending
 }
 
 // wmnatsSetup is one test's server, streams, partner and consumer config.
@@ -180,7 +77,7 @@ func retryCopies(t *testing.T, js jetstream.JetStream, stream string, ids []stri
 	return unique, extra
 }
 
-// TestWatermillNATSOutageAndDrain: through the recipe, a partner outage
+// TestWatermillNATSOutageAndDrain: through wmnats, a partner outage
 // and the drain after it lose nothing; duplicates are counted and logged.
 func TestWatermillNATSOutageAndDrain(t *testing.T) {
 	cfg, p, _, ctx := wmnatsSetup(t)
@@ -210,7 +107,7 @@ func TestWatermillNATSOutageAndDrain(t *testing.T) {
 	natstest.Eventually(t, 2*time.Minute, func() bool { _, _, lost := p.tally(ids); return lost == 0 && backlog(c) == 0 },
 		"everything delivered (backlog %d)", natstest.Now(func() any { return backlog(c) }))
 	unique, dups, lost := p.tally(ids)
-	t.Logf("watermill-nats recipe: produced %d, delivered %d unique, duplicates %d, lost %d; backlog at recovery %d; drainer %+v",
+	t.Logf("wmnats: produced %d, delivered %d unique, duplicates %d, lost %d; backlog at recovery %d; drainer %+v",
 		len(ids), unique, dups, lost, peak, c.drainer.Stats())
 	if lost != 0 || unique != len(ids) {
 		t.Errorf("lost %d of %d", lost, len(ids))
@@ -251,7 +148,7 @@ func TestWatermillNATSCloseMidDiversion(t *testing.T) {
 		return unique == len(ids)
 	}, "every message in the retry stream")
 	_, extra := retryCopies(t, js, cfg.Topics.Retry, ids)
-	bound := 8 * (wmnatsPrefetch + 1) // MaxAckPending: the harness runs 8 handlers
+	bound := maxAckPending(t, c2) // 16: the harness runs 8 handlers
 	t.Logf("closed after %d of %d diversions; %d diverted twice (bound %d)", first, n, extra, bound)
 	if extra > bound {
 		t.Errorf("%d messages diverted again after the restart, more than MaxAckPending %d: acked messages were redelivered", extra, bound)
@@ -289,7 +186,7 @@ func TestWatermillNATSRestartResendsOnlyUnacked(t *testing.T) {
 	natstest.Eventually(t, 2*time.Minute, func() bool { _, _, lost := p.tally(ids); return lost == 0 && backlog(c2) == 0 },
 		"everything delivered")
 	unique, dups, lost := p.tally(ids)
-	bound := 8 * (wmnatsPrefetch + 1) // MaxAckPending: the harness runs 8 handlers
+	bound := maxAckPending(t, c2) // 16: the harness runs 8 handlers
 	t.Logf("first run delivered %d of %d; after the restart: %d unique, %d re-sent (bound %d), %d lost",
 		first, n, unique, dups, bound, lost)
 	if lost != 0 {
@@ -346,7 +243,7 @@ func TestWatermillNATSMultiValuedHeader(t *testing.T) {
 
 // TestWatermillNATSRetryStreamAwayLosesNothing: with the retry stream gone
 // (diversions unconfirmed, so nacked) for longer than five deliveries of
-// every message, nothing is lost once it is back: the recipe's MaxDeliver
+// every message, nothing is lost once it is back: wmnats' MaxDeliver
 // is unlimited. With MaxDeliver 5 the broker would give up on each message
 // after its fifth nack, and the adapter hides the delivery count from the
 // middleware, which so cannot dead-letter it first.
