@@ -57,7 +57,7 @@ func (s *Sender) NewRequest(ctx context.Context, id string, payload []byte) (*ht
 	if s.cfg.Scheme.standard() && strings.Contains(id, ".") {
 		return nil, fmt.Errorf("%w: %q holds '.'", ErrIdempotencyKey, id)
 	}
-	if s.cfg.Format == FormatJSON && !json.Valid(payload) {
+	if s.cfg.BodyFormat == FormatJSON && !json.Valid(payload) {
 		return nil, ErrInvalidJSON
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, bytes.NewReader(payload))
