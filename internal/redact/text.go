@@ -71,6 +71,11 @@ func valueEnd(s string, i int) int {
 func mayHold(s string) bool {
 	for i := 0; i < len(s); i++ {
 		c := s[i] | 0x20
+		switch c {
+		case 'a', 'c', 's', 'k', 't', 'p':
+		default:
+			continue
+		}
 		for _, h := range hints {
 			if c == h[0] && len(s)-i >= len(h) && strings.EqualFold(s[i:i+len(h)], h) {
 				return true
