@@ -1,51 +1,93 @@
 package redact
 
-import (
-	"regexp"
-	"strings"
-)
+import "strings"
 
-// sensitiveName matches a sensitive header or field name followed by its
-// separator, optionally quoted (JSON, or Go %q quoting with \"): the
+// names are the lower-case ends of sensitive header or field names: the
 // credential headers (Authorization, Proxy-Authorization, Cookie,
 // Set-Cookie), every *signature header (webhook-signature,
 // X-Floodgate-Signature, X-Hub-Signature-256, ...), API keys, and *token,
-// *secret, *password fields.
-var sensitiveName = regexp.MustCompile(`(?i)\b((?:proxy-)?authorization|(?:set-)?cookie|[a-z0-9_-]*signature(?:-[0-9]+)?|[a-z0-9_-]*api[_-]?key|[a-z0-9_-]*(?:token|secret|password))(?:\\?["'])?[ \t]*[:=][ \t]*`)
-
-// hints are lower-case substrings one of which every sensitiveName match
-// holds: a cheap test before the regular expression.
-var hints = []string{"authorization", "cookie", "signature", "key", "token", "secret", "password"}
+// *secret, *password fields. A prefix such as "X-Floodgate-" needs no
+// match.
+var names = []string{"authorization", "cookie", "signature", "api-key", "api_key", "apikey", "token", "secret", "password"}
 
 // Headers returns s with the value of every sensitive header or field
-// (see sensitiveName) replaced by [Marker]: a quoted value up to its
-// closing quote, an unquoted one up to the end of its line. Partner
-// responses quoted in errors go through it before they are logged or
-// stored, so an echoed Authorization, Cookie or signature never is.
+// (see names) replaced by [Marker]. A name counts when it is followed,
+// optionally after a quote (", ' or Go's \") and spaces, by ':' or '=';
+// the value is then a quoted string up to its closing quote, or else the
+// rest of its line. Partner responses quoted in errors go through it
+// before they are logged or stored, so an echoed Authorization, Cookie or
+// signature never is. It allocates only when it redacts.
 func Headers(s string) string {
-	if !mayHold(s) {
-		return s
-	}
-	locs := sensitiveName.FindAllStringIndex(s, -1)
-	if locs == nil {
-		return s
-	}
 	var b strings.Builder
-	b.Grow(len(s))
 	last := 0
-	for _, loc := range locs {
-		if loc[0] < last {
-			continue // inside a value already redacted
+	for i := 0; i < len(s); i++ {
+		switch s[i] | 0x20 {
+		case 'a', 'c', 's', 't', 'p':
+		default:
+			continue
 		}
-		b.WriteString(s[last:loc[1]])
+		n := nameAt(s, i)
+		if n == 0 {
+			continue
+		}
+		v := valueStart(s, i+n)
+		if v < 0 {
+			continue
+		}
+		if b.Len() == 0 {
+			b.Grow(len(s))
+		}
+		b.WriteString(s[last:v])
 		b.WriteString(Marker)
-		last = valueEnd(s, loc[1])
+		last = valueEnd(s, v)
+		i = last - 1
+	}
+	if last == 0 {
+		return s
 	}
 	b.WriteString(s[last:])
 	return b.String()
 }
 
-// valueEnd returns the end of the value starting at i: after its closing
+// nameAt returns the length of the sensitive name at s[i:], 0 if none.
+func nameAt(s string, i int) int {
+	for _, n := range names {
+		if n[0] == s[i]|0x20 && hasFold(s[i:], n) {
+			j := i + len(n)
+			if n == "signature" { // X-Hub-Signature-256
+				if k := j; k+1 < len(s) && s[k] == '-' && '0' <= s[k+1] && s[k+1] <= '9' {
+					for k++; k < len(s) && '0' <= s[k] && s[k] <= '9'; k++ {
+					}
+					j = k
+				}
+			}
+			return j - i
+		}
+	}
+	return 0
+}
+
+// valueStart returns where the value after the name ending at i begins,
+// or -1 if no separator follows the name.
+func valueStart(s string, i int) int {
+	switch {
+	case strings.HasPrefix(s[i:], `\"`):
+		i += 2
+	case i < len(s) && (s[i] == '"' || s[i] == '\''):
+		i++
+	}
+	for i < len(s) && (s[i] == ' ' || s[i] == '\t') {
+		i++
+	}
+	if i >= len(s) || (s[i] != ':' && s[i] != '=') {
+		return -1
+	}
+	for i++; i < len(s) && (s[i] == ' ' || s[i] == '\t'); i++ {
+	}
+	return i
+}
+
+// valueEnd returns the end of the value starting at i: at its closing
 // quote (", ' or \") if quoted, else the end of the line.
 func valueEnd(s string, i int) int {
 	quote := ""
@@ -67,20 +109,20 @@ func valueEnd(s string, i int) int {
 	return len(s)
 }
 
-// mayHold reports whether s holds one of hints, ASCII case-insensitively.
-func mayHold(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i] | 0x20
-		switch c {
-		case 'a', 'c', 's', 'k', 't', 'p':
-		default:
-			continue
+// hasFold reports whether s starts with the lower-case ASCII name n, ASCII
+// case-insensitively.
+func hasFold(s, n string) bool {
+	if len(s) < len(n) {
+		return false
+	}
+	for k := 0; k < len(n); k++ {
+		c := s[k]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
 		}
-		for _, h := range hints {
-			if c == h[0] && len(s)-i >= len(h) && strings.EqualFold(s[i:i+len(h)], h) {
-				return true
-			}
+		if c != n[k] {
+			return false
 		}
 	}
-	return false
+	return true
 }

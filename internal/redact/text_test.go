@@ -35,3 +35,16 @@ func TestHeaders(t *testing.T) {
 		t.Errorf("a quoted value must end at its quote: %q", got)
 	}
 }
+
+func BenchmarkHeaders(b *testing.B) {
+	for name, s := range map[string]string{
+		"plain":     "webhook send: HTTP 503: " + strings.Repeat("upstream unavailable, retry later ", 14),
+		"sensitive": "webhook send: HTTP 400: Authorization: Bearer abc\nCookie: x=1\n" + strings.Repeat("bad request ", 36),
+	} {
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				_ = Headers(s)
+			}
+		})
+	}
+}
