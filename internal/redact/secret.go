@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 )
 
 // Marker replaces every secret value in printed output.
@@ -59,16 +58,6 @@ func Header(h http.Header) map[string]string {
 	for k := range h {
 		out[k] = Marker
 	}
-	return out
-}
-
-// HeaderNames returns the sorted names of h.
-func HeaderNames(h http.Header) []string {
-	out := make([]string, 0, len(h))
-	for k := range h {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
 
