@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/floodgate-go/floodgate/internal/redact"
 	"github.com/floodgate-go/floodgate/jsq"
 )
 
@@ -32,7 +33,10 @@ const (
 	// decimal integer >= 1.
 	MetaDiversions = "floodgate_diversions"
 	// MetaLastError is the error of the latest failed delivery attempt,
-	// truncated to [Config.MaxErrorLen] bytes.
+	// truncated to [Config.MaxErrorLen] bytes (default 512), with the
+	// values of sensitive headers it quotes (Authorization, Cookie,
+	// Set-Cookie, signature headers, API keys, tokens) replaced by
+	// "REDACTED".
 	MetaLastError = "floodgate_last_error"
 	// MetaNotBefore is the earliest time the drainer may deliver the message
 	// again: the time of the failed attempt plus [Config.Backoff], or plus
@@ -113,7 +117,8 @@ type HistoryEntry struct {
 	// Attempt is [MetaAttempt] after the event.
 	Attempt int `json:"attempt"`
 	// Error is the delivery error that caused the event, if any, truncated
-	// to [Config.MaxErrorLen] bytes.
+	// to [Config.MaxErrorLen] bytes and with sensitive header values
+	// redacted, as [MetaLastError].
 	Error string `json:"error,omitempty"`
 	// RetryAfter is the Retry-After hint carried by the error of a
 	// [ReasonFailure] or [ReasonNotAttempted] diversion ([RetryAfterError]),
@@ -348,11 +353,25 @@ func metaCount(msg *message.Message, k string) int {
 func formatTime(t time.Time) string { return t.UTC().Format(TimeFormat) }
 
 // truncate cuts s to at most n bytes on a rune boundary, marking the cut
-// with "...".
+// with "...", after replacing the values of sensitive headers and fields
+// it quotes (Authorization, Cookie, Set-Cookie, signature headers, API
+// keys, tokens, secrets, passwords: [redact.Headers]) by "REDACTED". Every
+// error and reason text stored in metadata goes through it: a partner's
+// response quoted in an error never carries a credential into the retry
+// or dead-letter stream.
 func truncate(s string, n int) string {
-	if len(s) <= n {
+	if len(s) > 4*n+64 {
+		s = cut(s, 4*n+64) // bound the scan; a value cut here is gone anyway
+	}
+	if s = redact.Headers(s); len(s) <= n {
 		return s
 	}
+	return cut(s, n)
+}
+
+// cut cuts s (longer than n bytes) to at most n bytes on a rune boundary,
+// marking the cut with "...".
+func cut(s string, n int) string {
 	const ell = "..."
 	if n <= len(ell) {
 		return s[:n]

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/floodgate-go/floodgate/deliver"
+	"github.com/floodgate-go/floodgate/internal/redact"
 )
 
 // opSend is the Op of every error Send returns.
@@ -256,7 +257,9 @@ func (s *Sender) verifyMDN(out *Outbound, mdn *MDN, warns *receiptWarnings) erro
 const maxSnippet = 200
 
 // bodySnippet returns the start of an error response body as one line of
-// printable text, for error messages.
+// printable text, for error messages, with the values of sensitive
+// headers it echoes (Authorization, Cookie, signatures) replaced by
+// "REDACTED".
 func bodySnippet(b []byte) string {
 	if len(b) > maxSnippet {
 		b = b[:maxSnippet]
@@ -264,7 +267,7 @@ func bodySnippet(b []byte) string {
 	for len(b) > 0 && !utf8.Valid(b) {
 		b = b[:len(b)-1]
 	}
-	s := strings.Join(strings.Fields(string(b)), " ")
+	s := strings.Join(strings.Fields(redact.Headers(string(b))), " ")
 	return strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {
 			return -1

@@ -46,8 +46,9 @@ const defaultMaxIdleConnsPerHost = 32
 type Config struct {
 	// URL is the endpoint. Required. An absolute http:// or https:// URL.
 	URL string
-	// Format is FormatJSON or FormatRaw. Optional. Default FormatJSON.
-	Format Format
+	// BodyFormat is FormatJSON or FormatRaw. Optional. Default FormatJSON.
+	// (Named BodyFormat so that Config can implement fmt.Formatter.)
+	BodyFormat Format
 	// ContentType is the Content-Type of FormatRaw requests. Optional.
 	// Default "application/octet-stream". Ignored for FormatJSON, which is
 	// always "application/json".
@@ -90,7 +91,7 @@ func (c *Config) setDefaults() {
 	if c.ContentType == "" {
 		c.ContentType = DefaultRawContentType
 	}
-	if c.Format == FormatJSON {
+	if c.BodyFormat == FormatJSON {
 		c.ContentType = "application/json"
 	}
 	if c.Now == nil {
@@ -121,7 +122,7 @@ var reserved = []string{"Content-Type", "Content-Length", "Host", HeaderIdempote
 func (c Config) Validate() error {
 	given := c.ContentType
 	c.setDefaults()
-	if c.Format == FormatJSON {
+	if c.BodyFormat == FormatJSON {
 		c.ContentType = given
 	}
 	return c.validate()
@@ -134,8 +135,8 @@ func (c *Config) validate() error {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("Config.URL %q: %w", c.URL, ErrURL)
 	}
-	if c.Format != FormatJSON && c.Format != FormatRaw {
-		return fmt.Errorf("Config.Format %v: %w", c.Format, ErrFormat)
+	if c.BodyFormat != FormatJSON && c.BodyFormat != FormatRaw {
+		return fmt.Errorf("Config.BodyFormat %v: %w", c.BodyFormat, ErrFormat)
 	}
 	if c.ContentType != "" {
 		if _, _, err := mime.ParseMediaType(c.ContentType); err != nil || !validHeaderValue(c.ContentType) {

@@ -8,7 +8,7 @@ import "errors"
 var (
 	// ErrURL: Config.URL is not an absolute http or https URL.
 	ErrURL = errors.New("webhook: URL must be an absolute http:// or https:// URL")
-	// ErrFormat: Config.Format is not FormatJSON or FormatRaw.
+	// ErrFormat: Config.BodyFormat is not FormatJSON or FormatRaw.
 	ErrFormat = errors.New("webhook: unknown format")
 	// ErrContentType: Config.ContentType is not a valid media type.
 	ErrContentType = errors.New("webhook: content type must be a valid media type")

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/floodgate-go/floodgate/deliver"
+	"github.com/floodgate-go/floodgate/internal/redact"
 )
 
 // opSend is the Op of every error Send returns.
@@ -57,7 +58,7 @@ func (s *Sender) NewRequest(ctx context.Context, id string, payload []byte) (*ht
 	if s.cfg.Scheme.standard() && strings.Contains(id, ".") {
 		return nil, fmt.Errorf("%w: %q holds '.'", ErrIdempotencyKey, id)
 	}
-	if s.cfg.Format == FormatJSON && !json.Valid(payload) {
+	if s.cfg.BodyFormat == FormatJSON && !json.Valid(payload) {
 		return nil, ErrInvalidJSON
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, bytes.NewReader(payload))
@@ -157,12 +158,13 @@ func validKey(id string) bool {
 const maxSnippet = 200
 
 // bodySnippet returns the start of a response body as one line of printable
-// text.
+// text, with the values of sensitive headers it echoes (Authorization,
+// Cookie, signatures: [redact.Headers]) replaced by "REDACTED".
 func bodySnippet(b []byte) string {
 	for len(b) > 0 && !utf8.Valid(b) {
 		b = b[:len(b)-1]
 	}
-	s := strings.Join(strings.Fields(string(b)), " ")
+	s := strings.Join(strings.Fields(redact.Headers(string(b))), " ")
 	return strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {
 			return -1

@@ -114,7 +114,7 @@ func TestSendRawAndUnsigned(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { h = r.Header.Clone() }))
 	defer srv.Close()
 	s := newSender(t, srv.URL, func(c *webhook.Config) {
-		c.Format, c.ContentType, c.Secret = webhook.FormatRaw, "text/csv; charset=utf-8", nil
+		c.BodyFormat, c.ContentType, c.Secret = webhook.FormatRaw, "text/csv; charset=utf-8", nil
 	})
 	if err := s.Send(context.Background(), id, []byte("a,b\n1,2\n")); err != nil {
 		t.Fatal(err)
@@ -255,8 +255,8 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{"no URL", func(c *webhook.Config) { c.URL = "" }, webhook.ErrURL, "Config.URL"},
 		{"relative URL", func(c *webhook.Config) { c.URL = "/hook" }, webhook.ErrURL, "Config.URL"},
-		{"unknown format", func(c *webhook.Config) { c.Format = 7 }, webhook.ErrFormat, "Config.Format"},
-		{"bad content type", func(c *webhook.Config) { c.Format, c.ContentType = webhook.FormatRaw, "text csv" }, webhook.ErrContentType, "Config.ContentType"},
+		{"unknown format", func(c *webhook.Config) { c.BodyFormat = 7 }, webhook.ErrFormat, "Config.BodyFormat"},
+		{"bad content type", func(c *webhook.Config) { c.BodyFormat, c.ContentType = webhook.FormatRaw, "text csv" }, webhook.ErrContentType, "Config.ContentType"},
 		{"negative timeout", func(c *webhook.Config) { c.Timeout = -1 }, webhook.ErrNegative, "Config.Timeout"},
 		{"reserved header", func(c *webhook.Config) { c.Header = http.Header{"Idempotency-Key": {"x"}} }, webhook.ErrHeader, "Config.Header"},
 		{"bad header name", func(c *webhook.Config) { c.Header = http.Header{"X Bad": {"x"}} }, webhook.ErrHeader, "Config.Header"},
@@ -294,7 +294,7 @@ func TestConfigValidate(t *testing.T) {
 func TestValidateAppliesDefaults(t *testing.T) {
 	configtest.Run(t, nil, []configtest.Case[webhook.Config]{
 		{Name: "minimal", Cfg: webhook.Config{URL: "https://hooks.example.com/x"}},
-		{Name: "raw with header and secret", Cfg: webhook.Config{URL: "https://hooks.example.com/x", Format: webhook.FormatRaw,
+		{Name: "raw with header and secret", Cfg: webhook.Config{URL: "https://hooks.example.com/x", BodyFormat: webhook.FormatRaw,
 			Header: http.Header{"X-Tenant": {"t1"}}, Secret: secret}},
 		{Name: "short secret with the floodgate scheme", Cfg: webhook.Config{URL: "https://hooks.example.com/x", Secret: []byte("k"), Scheme: webhook.SchemeFloodgate}},
 		{Name: "negative timeout", Cfg: webhook.Config{URL: "https://hooks.example.com/x", Timeout: -time.Second}, Err: webhook.ErrNegative, Want: "Config.Timeout"},

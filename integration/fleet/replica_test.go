@@ -202,7 +202,7 @@ func runReplica(raw string) int {
 	// its lease would let another replica's probe take the slot.
 	callTimeout := min(1500*time.Millisecond, cfg.LeaseTTL*3/4)
 	sender, err := webhook.NewSender(webhook.Config{
-		URL: cfg.Partner, Format: webhook.FormatRaw, Timeout: callTimeout,
+		URL: cfg.Partner, BodyFormat: webhook.FormatRaw, Timeout: callTimeout,
 		Header: http.Header{"X-Replica": {cfg.Replica}},
 	})
 	if err != nil {
