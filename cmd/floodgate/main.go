@@ -22,6 +22,9 @@
 package main
 
 import (
+	"bytes"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -105,4 +108,27 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `Run "floodgate <command> -h" for a command's flags.`)
+}
+
+// errReported marks a flag error parseFlags has already printed.
+var errReported = errors.New("bad command line (reported)")
+
+// parseFlags parses args with fs (named "floodgate <command>"). On -h it
+// prints fs's usage and returns flag.ErrHelp; on a bad flag it prints the
+// error once and a line pointing at -h, not the whole usage, and returns
+// errReported.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
+	err := fs.Parse(args)
+	fs.SetOutput(stderr)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		stderr.Write(buf.Bytes())
+		return err
+	}
+	fmt.Fprintf(stderr, "%s: %v\nrun '%s -h' for usage\n", fs.Name(), err, fs.Name())
+	return errReported
 }

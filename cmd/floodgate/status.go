@@ -360,7 +360,7 @@ func orDash(s string) string {
 }
 
 func parseFleetFlags(fs *flag.FlagSet, args []string, f *fleetFlags, write bool, stderr io.Writer) (int, bool) {
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK, true
 		}
