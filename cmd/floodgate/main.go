@@ -9,7 +9,7 @@
 //	backlog  show retry and dead-letter depth by original topic
 //	deadletters list dead letters, or show one (reason, last error, attempt
 //	         history, route, size, payload preview)
-//	replay   move dead letters back into the retry queue (all, by topic or age)
+//	replay   move dead letters back into the retry queue (all, by topic, reason or age)
 //	purge    remove dead letters (or the retry backlog) for good; needs -yes
 //	status   list partners and fleet-wide breakers: state, open window, backlog
 //	open     force a fleet-wide breaker open on every replica
@@ -44,7 +44,7 @@ var commands = []command{
 	{name: "sim", summary: "simulate half-open strategies against a recovering dependency", run: runSim},
 	{name: "backlog", summary: "show retry and dead-letter depth by original topic", run: runBacklog},
 	{name: "deadletters", summary: "list dead letters (filter by reason, topic, route, age) or show one: error, history, payload", run: runDeadLetters},
-	{name: "replay", summary: "move dead letters back into the retry queue (all, by original topic or by age)", run: runReplay},
+	{name: "replay", summary: "move dead letters back into the retry queue (all, by original topic, reason or age)", run: runReplay},
 	{name: "purge", summary: "remove dead letters (or the retry backlog) for good; needs -yes", run: runPurge},
 	{name: "migrate", summary: "move the previous release's retry and dead-letter streams to the route layout", run: runMigrate},
 	{name: "status", summary: "list partners and fleet-wide breakers: state, open window, backlog", run: runStatus},
