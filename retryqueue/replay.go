@@ -35,6 +35,12 @@ type ReplayFilter struct {
 	// not parse), measured on [Config.Clock].
 	// Optional. Default 0: any age. Valid range >= 0.
 	OlderThan time.Duration
+	// MatchReason, if not nil, selects the dead letters whose
+	// [MetaDeadReason] ("" when absent) it returns true for; "floodgate
+	// replay -reason" passes the match of "floodgate deadletters list". It
+	// is called on Replay's goroutine.
+	// Optional. Default nil: any reason.
+	MatchReason func(reason string) bool
 	// Limit stops after this many dead letters were selected.
 	// Optional. Default 0: no limit. Valid range >= 0.
 	Limit int
@@ -211,6 +217,9 @@ func (f ReplayFilter) selects(m *message.Message, r route, routed bool, stored, 
 		return false
 	}
 	if f.OriginalTopic != "" && m.Metadata.Get(MetaOriginalTopic) != f.OriginalTopic {
+		return false
+	}
+	if f.MatchReason != nil && !f.MatchReason(m.Metadata.Get(MetaDeadReason)) {
 		return false
 	}
 	if f.OlderThan > 0 {

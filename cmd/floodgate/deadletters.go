@@ -169,10 +169,17 @@ error (exit status 1).
 Flags:
 `
 
+// Default -preview lengths, in bytes (README, "Dead letters").
+const (
+	showPreview = 512
+	listPreview = 32
+)
+
 // dlFlags are the flags of "floodgate deadletters".
 type dlFlags struct {
 	streamFlags
-	reason, origin       string
+	reason               reasonFlag
+	origin               string
 	olderThan, newerThan time.Duration
 	limit, preview       int
 }
@@ -191,21 +198,22 @@ func runDeadLetters(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), deadLettersUsage); fs.PrintDefaults() }
 	f.register(fs)
-	fs.StringVar(&f.reason, "reason", "", "only dead letters of this `reason` (max-attempts, max-age, malformed, permanent, too-large, route-mismatch)")
+	fs.Var(&f.reason, "reason", reasonUsage+reasonValues())
 	fs.StringVar(&f.origin, "original-topic", "", "only dead letters whose floodgate_original_topic is this `topic`")
 	fs.DurationVar(&f.olderThan, "older-than", 0, "only dead letters dead-lettered at least this long ago, >= 0")
 	fs.DurationVar(&f.newerThan, "newer-than", 0, "only dead letters dead-lettered less than this long ago, >= 0 (0: any)")
 	fs.IntVar(&f.limit, "limit", 1000, "list at most this many (the oldest), >= 0 (0: no limit); the rest are counted")
-	defPreview := 32
+	defPreview := listPreview
 	if sub == "show" {
-		defPreview = 512
+		defPreview = showPreview
 	}
-	fs.IntVar(&f.preview, "preview", defPreview, "payload preview length in `bytes`, in [0, 65536]")
+	fs.IntVar(&f.preview, "preview", defPreview, fmt.Sprintf("payload preview length in `bytes`, in [0, 65536]; default %d for show, %d for list (in its JSON)", showPreview, listPreview))
+	fs.Lookup("preview").DefValue = "0" // the help names both defaults; -h shows no single one
 	// Flags may come before or after the one argument of show.
 	var pos []string
 	rest := args[1:]
 	for {
-		if err := fs.Parse(rest); err != nil {
+		if err := parseFlags(fs, rest, stderr); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				return exitOK
 			}
@@ -261,7 +269,7 @@ func runDeadLetters(args []string, stdout, stderr io.Writer) int {
 	out := deadLetterList{Stream: f.deadTopic, DeadLetters: []deadLetter{}}
 	err = scanStream(ctx, st, f.route.subject(f.deadTopic), newProgress(stderr, f.progress, "scanning "+f.deadTopic, st.CachedInfo().State.Msgs), func(m storedMsg) error {
 		out.Scanned++
-		if f.reason != "" && m.header.Get(retryqueue.MetaDeadReason) != f.reason ||
+		if !f.reason.match(m.header.Get(retryqueue.MetaDeadReason)) ||
 			f.origin != "" && m.header.Get(retryqueue.MetaOriginalTopic) != f.origin {
 			return nil
 		}

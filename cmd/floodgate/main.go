@@ -9,7 +9,7 @@
 //	backlog  show retry and dead-letter depth by original topic
 //	deadletters list dead letters, or show one (reason, last error, attempt
 //	         history, route, size, payload preview)
-//	replay   move dead letters back into the retry queue (all, by topic or age)
+//	replay   move dead letters back into the retry queue (all, by topic, reason or age)
 //	purge    remove dead letters (or the retry backlog) for good; needs -yes
 //	status   list partners and fleet-wide breakers: state, open window, backlog
 //	open     force a fleet-wide breaker open on every replica
@@ -22,6 +22,9 @@
 package main
 
 import (
+	"bytes"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -41,7 +44,7 @@ var commands = []command{
 	{name: "sim", summary: "simulate half-open strategies against a recovering dependency", run: runSim},
 	{name: "backlog", summary: "show retry and dead-letter depth by original topic", run: runBacklog},
 	{name: "deadletters", summary: "list dead letters (filter by reason, topic, route, age) or show one: error, history, payload", run: runDeadLetters},
-	{name: "replay", summary: "move dead letters back into the retry queue (all, by original topic or by age)", run: runReplay},
+	{name: "replay", summary: "move dead letters back into the retry queue (all, by original topic, reason or age)", run: runReplay},
 	{name: "purge", summary: "remove dead letters (or the retry backlog) for good; needs -yes", run: runPurge},
 	{name: "migrate", summary: "move the previous release's retry and dead-letter streams to the route layout", run: runMigrate},
 	{name: "status", summary: "list partners and fleet-wide breakers: state, open window, backlog", run: runStatus},
@@ -105,4 +108,27 @@ func usage(w io.Writer) {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, `Run "floodgate <command> -h" for a command's flags.`)
+}
+
+// errReported marks a flag error parseFlags has already printed.
+var errReported = errors.New("bad command line (reported)")
+
+// parseFlags parses args with fs (named "floodgate <command>"). On -h it
+// prints fs's usage and returns flag.ErrHelp; on a bad flag it prints the
+// error once and a line pointing at -h, not the whole usage, and returns
+// errReported.
+func parseFlags(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+	var buf bytes.Buffer
+	fs.SetOutput(&buf)
+	err := fs.Parse(args)
+	fs.SetOutput(stderr)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, flag.ErrHelp):
+		stderr.Write(buf.Bytes())
+		return err
+	}
+	fmt.Fprintf(stderr, "%s: %v\nrun '%s -h' for usage\n", fs.Name(), err, fs.Name())
+	return errReported
 }

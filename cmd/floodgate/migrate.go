@@ -88,7 +88,7 @@ func runMigrate(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&allTopics, "all-topics", false, "move every message to the route, whatever its floodgate_original_topic")
 	fs.BoolVar(&dryRun, "dry-run", false, "report what would be moved and deleted; change nothing")
 	fs.BoolVar(&f.progress, "progress", false, "draw a progress bar on stderr even when it is not a terminal (it is drawn on a terminal anyway)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}

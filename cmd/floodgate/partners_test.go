@@ -132,8 +132,24 @@ func TestPartnerCommands(t *testing.T) {
 
 	// open isolates ACME.EU in orders/as2 only.
 	// Its breaker never tripped: no shared state yet, which the note says.
-	if _, errs, code := cli("open", "-service", "orders/as2", "-partner", "ACME.EU", "-format", "json"); code != exitOK || !strings.Contains(errs, "never tripped") {
+	// Its route holds messages, so the write needs no -create, and the
+	// output counts them as status does.
+	out, errs, code := cli("open", "-service", "orders/as2", "-partner", "ACME.EU", "-format", "json",
+		"-retry-topic", retry, "-dead-topic", dead)
+	if code != exitOK || !strings.Contains(errs, "never tripped") {
 		t.Fatalf("open: exit %d, err %q", code, errs)
+	}
+	var opened []breakerStatus
+	if err := json.Unmarshal([]byte(out), &opened); err != nil || len(opened) != 1 || opened[0].Backlog != 3 || opened[0].DeadLetters != 1 {
+		t.Fatalf("open -format json: %+v (%v), want backlog 3 and 1 dead letter as in status", opened, err)
+	}
+	// A misspelt service has no shared state and no messages: refused.
+	if out, errs, code := cli("open", "-service", "orders/send-order", "-partner", "ACME.EU",
+		"-retry-topic", retry, "-dead-topic", dead); code != exitError || out != "" || !strings.Contains(errs, "-create") {
+		t.Fatalf("open of a misspelt service: exit %d, out %q, err %q", code, out, errs)
+	}
+	if st := status("-service", "orders/send-order"); len(st) != 0 {
+		t.Fatalf("a refused open left a state: %+v", st)
 	}
 	natstest.Eventually(t, 10*time.Second, func() bool { return brk("orders/as2", "ACME.EU").State() == breaker.StateOpen },
 		"orders/as2 ACME.EU not forced open")

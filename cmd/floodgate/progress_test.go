@@ -85,4 +85,25 @@ func TestStatusJSONSchema(t *testing.T) {
 	if got["open_window_seconds"] != 1.5 || got["open_until"] != "1970-01-01T00:00:10Z" {
 		t.Errorf("units: %s", b)
 	}
+	// A breaker with no shared state, and one with a one-token name, have
+	// the same fields: "" for the strings they lack (issue: omitempty
+	// dropped reason, updated_by, updated_at).
+	for _, st := range []breakerStatus{{Breaker: "svc.p", Service: "svc", Partner: "p", State: "unknown", Probes: []probeStatus{}},
+		{Breaker: "lone", State: "closed", HasSharedState: true, Probes: []probeStatus{}}} {
+		b, err := json.Marshal(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got map[string]any
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatal(err)
+		}
+		for k, w := range want {
+			if v, ok := got[k]; !ok {
+				t.Errorf("%s: field %q missing: %s", st.Breaker, k, b)
+			} else if typ := reflect.TypeOf(v).String(); typ != w {
+				t.Errorf("%s: %s: %s, want %s", st.Breaker, k, typ, w)
+			}
+		}
+	}
 }

@@ -20,6 +20,7 @@ type purgeReport struct {
 	// Queue is "dead" or "retry" (-queue).
 	Queue         string `json:"queue"`
 	OriginalTopic string `json:"original_topic,omitempty"`
+	Reason        string `json:"reason,omitempty"`
 	OlderThan     string `json:"older_than,omitempty"`
 	DryRun        bool   `json:"dry_run"`
 	// Selected counts the messages the filters selected (all of them
@@ -32,8 +33,9 @@ type purgeReport struct {
 const purgeUsage = `Usage: floodgate purge [-s URL | -context NAME] [auth flags] -yes [flags]
 
 Removes messages for good: by default the dead letters, with -queue retry the
-retry backlog (messages never delivered: they are lost). -original-topic and
--older-than select a part (each selected message is deleted by sequence);
+retry backlog (messages never delivered: they are lost). -original-topic,
+-reason (dead letters; as in "floodgate deadletters list") and -older-than
+select a part (each selected message is deleted by sequence);
 without them the stream is purged up to its last message when the command
 starts. It refuses to run without -yes; -dry-run only counts. No consumer is
 created.
@@ -48,6 +50,7 @@ func runPurge(args []string, stdout, stderr io.Writer) int {
 		queue, origin string
 		olderThan     time.Duration
 		yes, dryRun   bool
+		reason        reasonFlag
 	)
 	fs := flag.NewFlagSet("floodgate purge", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -55,10 +58,11 @@ func runPurge(args []string, stdout, stderr io.Writer) int {
 	f.register(fs)
 	fs.StringVar(&queue, "queue", "dead", "which stream to purge: `dead` (the -dead-topic stream) or retry (the -retry-topic stream)")
 	fs.StringVar(&origin, "original-topic", "", "only messages whose floodgate_original_topic is this `topic`")
+	fs.Var(&reason, "reason", "with -queue dead, "+reasonUsage+reasonValues())
 	fs.DurationVar(&olderThan, "older-than", 0, "only messages stored at least this long ago, >= 0")
 	fs.BoolVar(&yes, "yes", false, "really remove the messages (required unless -dry-run)")
 	fs.BoolVar(&dryRun, "dry-run", false, "count what would be removed and remove nothing")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}
@@ -78,6 +82,9 @@ func runPurge(args []string, stdout, stderr io.Writer) int {
 	default:
 		return cmdUsageError(stderr, "purge", "-queue: unknown queue %q, allowed dead or retry", queue)
 	}
+	if reason != "" && queue != "dead" {
+		return cmdUsageError(stderr, "purge", "-reason selects dead letters: it needs -queue dead")
+	}
 	if olderThan < 0 {
 		return cmdUsageError(stderr, "purge", "-older-than must be >= 0, got %v", olderThan)
 	}
@@ -93,11 +100,11 @@ func runPurge(args []string, stdout, stderr io.Writer) int {
 	}
 	defer nc.Close()
 
-	rep := purgeReport{Stream: stream, Queue: queue, OriginalTopic: origin, DryRun: dryRun}
+	rep := purgeReport{Stream: stream, Queue: queue, OriginalTopic: origin, Reason: string(reason), DryRun: dryRun}
 	if olderThan > 0 {
 		rep.OlderThan = olderThan.String()
 	}
-	if err := purge(ctx, js, &rep, f.route.subject(stream), origin, olderThan, time.Now(), func(label string, total uint64) *progressBar {
+	if err := purge(ctx, js, &rep, f.route.subject(stream), origin, reason, olderThan, time.Now(), func(label string, total uint64) *progressBar {
 		return newProgress(stderr, f.progress, label, total)
 	}); err != nil {
 		if f.format == "json" && !errors.Is(err, errStreamNotFound) {
@@ -120,6 +127,9 @@ func runPurge(args []string, stdout, stderr io.Writer) int {
 	if origin != "" {
 		fmt.Fprintf(stdout, " (original topic %s)", origin)
 	}
+	if reason != "" {
+		fmt.Fprintf(stdout, " (reason %s)", reason)
+	}
 	if olderThan > 0 {
 		fmt.Fprintf(stdout, " (older than %v)", olderThan)
 	}
@@ -129,7 +139,7 @@ func runPurge(args []string, stdout, stderr io.Writer) int {
 
 // purge selects and removes messages of rep.Stream; it fills rep as it
 // goes, so a failure reports what was done.
-func purge(ctx context.Context, js jetstream.JetStream, rep *purgeReport, subject, origin string, olderThan time.Duration, now time.Time, prog func(string, uint64) *progressBar) error {
+func purge(ctx context.Context, js jetstream.JetStream, rep *purgeReport, subject, origin string, reason reasonFlag, olderThan time.Duration, now time.Time, prog func(string, uint64) *progressBar) error {
 	flag := "-dead-topic"
 	if rep.Queue == "retry" {
 		flag = "-retry-topic"
@@ -139,7 +149,7 @@ func purge(ctx context.Context, js jetstream.JetStream, rep *purgeReport, subjec
 		return err
 	}
 	info := st.CachedInfo()
-	if subject == "" && origin == "" && olderThan == 0 { // everything stored now: one request
+	if subject == "" && origin == "" && reason == "" && olderThan == 0 { // everything stored now: one request
 		rep.Selected = info.State.Msgs
 		if rep.DryRun || info.State.Msgs == 0 {
 			return nil
@@ -153,7 +163,8 @@ func purge(ctx context.Context, js jetstream.JetStream, rep *purgeReport, subjec
 	var seqs []uint64
 	err = scanStream(ctx, st, subject, prog("scanning "+rep.Stream, info.State.Msgs),
 		func(m storedMsg) error {
-			if origin != "" && m.header.Get(retryqueue.MetaOriginalTopic) != origin {
+			if origin != "" && m.header.Get(retryqueue.MetaOriginalTopic) != origin ||
+				!reason.match(m.header.Get(retryqueue.MetaDeadReason)) {
 				return nil
 			}
 			if olderThan > 0 && now.Sub(m.at) < olderThan {

@@ -22,8 +22,9 @@ dead-letter stream only after JetStream confirmed the publish: an interrupted
 replay leaves a duplicate, never a loss. Its attempt count and age start afresh.
 Select all dead letters (the default), or those of one original topic
 (-original-topic, as in "floodgate purge"; -topic is an alias kept for old
-scripts), or those dead-lettered at least -older-than ago; -limit caps how
-many are moved.
+scripts), of one reason (-reason, as in "floodgate deadletters list"), or
+those dead-lettered at least -older-than ago; -limit caps how many are
+moved.
 
 A dead letter with reason too-large (its payload kept in the payload bucket)
 does not fit the retry stream: with -original-topic T it is restored from the
@@ -39,6 +40,7 @@ type replayOptions struct {
 	conn       natsconn.Options
 	route      routeFlags
 	topic      string
+	reason     reasonFlag
 	olderThan  time.Duration
 	limit      int
 	dryRun     bool
@@ -51,7 +53,7 @@ type replayOptions struct {
 
 func parseReplayFlags(args []string, stderr io.Writer) (replayOptions, error) {
 	var o replayOptions
-	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
+	fs := flag.NewFlagSet("floodgate replay", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), replayUsage)
@@ -61,6 +63,7 @@ func parseReplayFlags(args []string, stderr io.Writer) (replayOptions, error) {
 	var alias string
 	fs.StringVar(&o.topic, "original-topic", "", "replay only dead letters whose floodgate_original_topic is this `topic` (default: any)")
 	fs.StringVar(&alias, "topic", "", "the same as -original-topic `topic` (an alias kept for old scripts)")
+	fs.Var(&o.reason, "reason", "replay "+reasonUsage+reasonValues())
 	fs.DurationVar(&o.olderThan, "older-than", 0, "replay only dead letters dead-lettered at least this long ago, >= 0 (default: any age)")
 	fs.IntVar(&o.limit, "limit", 0, "replay at most this many (oldest first), >= 0 (default 0: no limit)")
 	o.route.register(fs)
@@ -70,7 +73,7 @@ func parseReplayFlags(args []string, stderr io.Writer) (replayOptions, error) {
 	fs.StringVar(&o.format, "format", "table", "output `format`: table or json")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "give up after this long, in (0, 24h]")
 	fs.BoolVar(&o.progress, "progress", false, "draw a progress bar on stderr even when it is not a terminal (it is drawn on a terminal anyway)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stderr); err != nil {
 		return o, err
 	}
 	set := map[string]bool{}
@@ -104,6 +107,9 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	o, err := parseReplayFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return exitOK
+	}
+	if errors.Is(err, errReported) {
+		return exitUsage
 	}
 	if err != nil {
 		fmt.Fprintln(stderr, "floodgate replay:", err)
@@ -153,7 +159,7 @@ func replay(ctx context.Context, o replayOptions, stderr io.Writer) (*retryqueue
 		bar.add(n - bar.n)
 	}
 	res, err := q.Replay(ctx, js, retryqueue.ReplayFilter{Service: o.route.service, Partner: o.route.partner, OriginalTopic: o.topic,
-		OlderThan: o.olderThan, Limit: o.limit, DryRun: o.dryRun, Progress: progress})
+		MatchReason: o.reason.matcher(), OlderThan: o.olderThan, Limit: o.limit, DryRun: o.dryRun, Progress: progress})
 	if bar != nil {
 		bar.done()
 	}

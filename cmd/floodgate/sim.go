@@ -145,7 +145,7 @@ func runSim(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&f.TripMinCalls, "trip-min-calls", f.TripMinCalls, "`calls` the window must hold before it can trip, [0, 1000000] (0: 10); with -trip-window, at most -rate × -trip-window")
 	fs.BoolVar(&f.HealthCheck, "health-check", f.HealthCheck, "give every strategy but eager a health check, polled every 1s while open, that passes unless the dependency is down")
 	fs.Uint64Var(&seed, "seed", base.Seed, "random seed of arrivals, latencies and jitter")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
 		}

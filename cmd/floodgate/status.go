@@ -32,9 +32,9 @@ import (
 type breakerStatus struct {
 	Breaker string `json:"breaker"`
 	// Service and Partner are the decoded tokens of a partner's breaker
-	// (the token itself when it is hashed).
-	Service string `json:"service,omitempty"`
-	Partner string `json:"partner,omitempty"`
+	// (the token itself when it is hashed); "" for a one-token name.
+	Service string `json:"service"`
+	Partner string `json:"partner"`
 	// State is "closed", "open" or "half-open"; "unknown" without a
 	// shared state (HasSharedState false).
 	State string `json:"state"`
@@ -47,7 +47,7 @@ type breakerStatus struct {
 	OpenWindowSeconds float64 `json:"open_window_seconds"`
 	// OpenUntil is when the open window ends; "" unless open and not
 	// forced.
-	OpenUntil string `json:"open_until,omitempty"`
+	OpenUntil string `json:"open_until"`
 	// Epoch counts the fleet's published transitions.
 	Epoch uint64 `json:"epoch"`
 	// ConsecutiveTrips counts the trips since the last clean close (the
@@ -58,10 +58,11 @@ type breakerStatus struct {
 	// Probes are the probe slots held now.
 	Probes []probeStatus `json:"probes"`
 	// UpdatedBy (a replica, or "floodgate-cli"), Reason and UpdatedAt
-	// describe the last write.
-	UpdatedBy string `json:"updated_by,omitempty"`
-	Reason    string `json:"reason,omitempty"`
-	UpdatedAt string `json:"updated_at,omitempty"`
+	// describe the last write; "" without a shared state. Every field is
+	// always present, so the schema does not depend on the state.
+	UpdatedBy string `json:"updated_by"`
+	Reason    string `json:"reason"`
+	UpdatedAt string `json:"updated_at"`
 	// Backlog and DeadLetters count the messages stored under the route's
 	// subject in the retry and dead-letter streams.
 	Backlog     uint64 `json:"backlog"`
@@ -91,6 +92,7 @@ type fleetFlags struct {
 	retryTopic string
 	deadTopic  string
 	reason     string
+	create     bool
 	format     string
 	timeout    time.Duration
 }
@@ -115,13 +117,14 @@ func (f *fleetFlags) register(fs *flag.FlagSet, write bool) {
 		fs.StringVar(&f.reason, "reason", "", "reason recorded in the shared state (default: the command)")
 		fs.StringVar(&f.route.service, "service", "", "the partner's `service` (partner.FleetConfig.Service = retryqueue.Config.Service); with -partner")
 		fs.StringVar(&f.route.partner, "partner", "", "the partner `key` (its breaker is partner.FleetName(service, key)); with -service")
+		fs.BoolVar(&f.create, "create", false, "write the state even when the breaker has no shared state and its route holds no messages (a misspelt name looks the same; refused without it)")
 	} else {
 		fs.StringVar(&f.name, "breaker", "", "breaker `name` in the store; default: every breaker in the bucket")
 		fs.StringVar(&f.route.service, "service", "", "only the partners of this `service` (partner.FleetConfig.Service); default: any")
 		fs.StringVar(&f.route.partner, "partner", "", "only this partner `key`; default: any")
-		fs.StringVar(&f.retryTopic, "retry-topic", defaultRetryTopic, "retry stream, for the backlog (retryqueue.Config.RetryTopic)")
-		fs.StringVar(&f.deadTopic, "dead-topic", defaultDeadTopic, "dead-letter stream (retryqueue.Config.DeadLetterTopic)")
 	}
+	fs.StringVar(&f.retryTopic, "retry-topic", defaultRetryTopic, "retry stream, for the backlog (retryqueue.Config.RetryTopic)")
+	fs.StringVar(&f.deadTopic, "dead-topic", defaultDeadTopic, "dead-letter stream (retryqueue.Config.DeadLetterTopic)")
 	fs.StringVar(&f.format, "format", "table", "output `format`: table or json")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "give up after this long, in (0, 1h]")
 }
@@ -139,10 +142,8 @@ func (f *fleetFlags) check(write bool) string {
 	case f.name != "" && natskv.ValidateName(f.name) != nil:
 		return fmt.Sprintf("-breaker: %q is not a valid name, allowed one or two tokens of [-_=A-Za-z0-9]+ joined by '.'", f.name)
 	}
-	if !write {
-		if msg := checkTopics(f.retryTopic, f.deadTopic); msg != "" {
-			return msg
-		}
+	if msg := checkTopics(f.retryTopic, f.deadTopic); msg != "" {
+		return msg
 	}
 	if err := (&natskv.Config{Bucket: f.bucket}).Validate(); err != nil {
 		return fmt.Sprintf("-bucket: %v", err)
@@ -183,15 +184,21 @@ const fleetWriteUsage = `Usage: floodgate %s [-s URL | -context NAME] [auth flag
 %s
 Every replica of the fleet applies it within its watch delay (at most its
 FleetConfig.ResyncInterval). The write is a compare-and-swap on the shared
-state's revision, retried on a concurrent change. A breaker with no shared
-state yet (it never tripped, or no replica joined it) can be written (to
-isolate a partner before the first deploy: replicas that join it start
-from this state); a note on standard error says so, to make a misspelt
-name visible. Only fleet breakers read it: a breaker that never called
+state's revision, retried on a concurrent change.
+
+A breaker with no shared state (it never tripped, no replica joined it, or
+the name is misspelt: the store cannot tell them apart) whose route holds
+no messages (in -retry-topic or -dead-topic) is refused, exit status 1,
+and nothing is written; -create writes it anyway (to isolate a partner
+before its first trip or deploy: replicas that join it start from this
+state). A breaker with no shared state whose route holds messages is
+written, with a note on standard error. Only fleet breakers read it: a breaker that never called
 breaker.JoinFleet (floodgate.Config.Fleet or partner.Config.Fleet unset)
 lives in its process alone and is changed there (Breaker.ForceOpen,
-ForceClose, Reset). A missing bucket is created as
-natskv.New creates it, with its defaults (1 replica, file storage).
+ForceClose, Reset). A missing bucket is created (only when the write
+goes ahead) as natskv.New creates it, with its defaults (1 replica, file
+storage). With -format json it prints the object of "floodgate status",
+backlog and dead letters included.
 
 Flags:
 `
@@ -208,7 +215,7 @@ func runStatus(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	nc, s, _, err := f.open(ctx, false)
+	nc, s, err := f.open(ctx)
 	noBucket := errors.Is(err, jetstream.ErrBucketNotFound)
 	if noBucket && f.target() == "" {
 		// No fleet: list the routes that hold messages, without shared state.
@@ -353,7 +360,7 @@ func orDash(s string) string {
 }
 
 func parseFleetFlags(fs *flag.FlagSet, args []string, f *fleetFlags, write bool, stderr io.Writer) (int, bool) {
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK, true
 		}
@@ -370,25 +377,19 @@ func parseFleetFlags(fs *flag.FlagSet, args []string, f *fleetFlags, write bool,
 	return 0, false
 }
 
-// open connects and returns a Store on the bucket. It binds to an existing
-// bucket; with create, a missing one is created as natskv.New creates it
-// (created reports that), else the error wraps jetstream.ErrBucketNotFound.
-func (f *fleetFlags) open(ctx context.Context, create bool) (*nats.Conn, *natskv.Store, bool, error) {
+// open connects and returns a Store bound to the existing bucket; a
+// missing one is an error wrapping jetstream.ErrBucketNotFound.
+func (f *fleetFlags) open(ctx context.Context) (*nats.Conn, *natskv.Store, error) {
 	nc, js, err := connect(f.conn)
 	if err != nil {
-		return nil, nil, false, err
+		return nil, nil, err
 	}
-	created := false
 	s, err := natskv.New(ctx, js, natskv.Config{Bucket: f.bucket, Bind: true})
-	if create && errors.Is(err, jetstream.ErrBucketNotFound) {
-		s, err = natskv.New(ctx, js, natskv.Config{Bucket: f.bucket})
-		created = err == nil
-	}
 	if err != nil {
 		nc.Close()
-		return nil, nil, false, err
+		return nil, nil, err
 	}
-	return nc, s, created, nil
+	return nc, s, nil
 }
 
 // fleetWrite is one of open, close and reset: it computes the new shared
@@ -434,17 +435,44 @@ func runFleetWrite(w fleetWrite, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	nc, s, created, err := f.open(ctx, true)
+	name := f.target()
+	// The route's messages, counted as status counts them: they show in
+	// the output and tell a partner in use from a misspelt name.
+	nc, js, err := connect(f.conn)
 	if err != nil {
 		fmt.Fprintf(stderr, "floodgate %s: %v\n", w.name, err)
 		return exitError
 	}
 	defer nc.Close()
-	if created {
-		fmt.Fprintf(stderr, "floodgate %s: note: bucket %s did not exist; created it (no replica has joined a fleet-wide breaker on it yet)\n", w.name, f.bucket)
+	var counts [2]uint64 // retry, dead
+	for i, stream := range []string{f.retryTopic, f.deadTopic} {
+		c, err := routeCounts(ctx, js, stream)
+		if err != nil {
+			fmt.Fprintf(stderr, "floodgate %s: %v\n", w.name, err)
+			return exitError
+		}
+		counts[i] = c[name]
+	}
+	inUse := counts[0]+counts[1] > 0
+	refuse := func() int {
+		fmt.Fprintf(stderr, "floodgate %s: breaker %q has no shared state (it never tripped and no operator wrote it, or the name is misspelt) and its route holds no messages in %s or %s; nothing written. Check the name with \"floodgate status\", or pass -create to write it anyway (to isolate a partner before its first trip).\n",
+			w.name, name, f.retryTopic, f.deadTopic)
+		return exitError
+	}
+	s, err := natskv.New(ctx, js, natskv.Config{Bucket: f.bucket, Bind: true})
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		if !inUse && !f.create {
+			return refuse()
+		}
+		if s, err = natskv.New(ctx, js, natskv.Config{Bucket: f.bucket}); err == nil {
+			fmt.Fprintf(stderr, "floodgate %s: note: bucket %s did not exist; created it (no replica has joined a fleet-wide breaker on it yet)\n", w.name, f.bucket)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "floodgate %s: %v\n", w.name, err)
+		return exitError
 	}
 	reason := f.reason
-	name := f.target()
 	joined := true
 	if reason == "" {
 		reason = "operator: floodgate " + w.name
@@ -456,6 +484,9 @@ func runFleetWrite(w fleetWrite, args []string, stdout, stderr io.Writer) int {
 			return exitError
 		}
 		joined = rev > 0
+		if !joined && !inUse && !f.create {
+			return refuse()
+		}
 		next := w.apply(cur)
 		next.Epoch = cur.Epoch + 1
 		next.Successes, next.RampStart = 0, time.Time{}
@@ -479,6 +510,7 @@ func runFleetWrite(w fleetWrite, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "floodgate %s: %v\n", w.name, err)
 		return exitError
 	}
+	st.Backlog, st.DeadLetters = counts[0], counts[1]
 	return writeStatus(stdout, stderr, f.format, []breakerStatus{st})
 }
 

@@ -58,7 +58,16 @@ func TestFleetCommands(t *testing.T) {
 		t.Errorf("status of a joined breaker that never tripped: exit %d, err %q", code, errs)
 	}
 
+	// A write to a breaker with no shared state and no messages on its
+	// route is refused (a misspelt name looks the same) and writes nothing.
 	out, errs, code = cli("open", "-breaker", "partner", "-reason", "partner maintenance", "-format", "json")
+	if code != exitError || out != "" || !strings.Contains(errs, "-create") || !strings.Contains(errs, "nothing written") {
+		t.Fatalf("open of a breaker with no shared state: exit %d, out %q, err %q", code, out, errs)
+	}
+	if _, rev, err := s.Load(ctx, "partner"); err != nil || rev != 0 {
+		t.Fatalf("refused open wrote the state: rev %d, %v", rev, err)
+	}
+	out, errs, code = cli("open", "-breaker", "partner", "-reason", "partner maintenance", "-format", "json", "-create")
 	if code != exitOK {
 		t.Fatalf("open: exit %d: %s", code, errs)
 	}
@@ -152,8 +161,18 @@ func TestFleetCommandsWithoutState(t *testing.T) {
 		t.Errorf("status before any bucket: exit %d, out %q, err %q", code, out, errs)
 	}
 
-	// An operator isolates a partner before the first deploy.
+	// Without -create a write of an unknown name is refused, and the
+	// bucket is not created.
 	out, errs, code = cli("open", "-breaker", "partner", "-format", "json")
+	if code != exitError || out != "" || !strings.Contains(errs, `breaker "partner" has no shared state`) || !strings.Contains(errs, "-create") {
+		t.Fatalf("open without -create before any bucket: exit %d, out %q, err %q", code, out, errs)
+	}
+	if _, err := js.KeyValue(context.Background(), bucket); err == nil {
+		t.Fatal("a refused open created the bucket")
+	}
+
+	// An operator isolates a partner before the first deploy.
+	out, errs, code = cli("open", "-breaker", "partner", "-format", "json", "-create")
 	if code != exitOK || !strings.Contains(errs, "bucket "+bucket+" did not exist; created it") ||
 		!strings.Contains(errs, `breaker "partner" had no shared state`) {
 		t.Fatalf("open before any bucket: exit %d, out %q, err %q", code, out, errs)
@@ -173,6 +192,10 @@ func TestFleetCommandsWithoutState(t *testing.T) {
 		t.Errorf("status -breaker nosuch: exit %d, out %q, err %q", code, out, errs)
 	}
 	_, errs, code = cli("close", "-breaker", "nosuch")
+	if code != exitError || !strings.Contains(errs, "-create") {
+		t.Errorf("close -breaker nosuch without -create: exit %d, err %q", code, errs)
+	}
+	_, errs, code = cli("close", "-breaker", "nosuch", "-create")
 	if code != exitOK || !strings.Contains(errs, `breaker "nosuch" had no shared state`) || strings.Contains(errs, "created it") {
 		t.Errorf("close -breaker nosuch: exit %d, err %q", code, errs)
 	}

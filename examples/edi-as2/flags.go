@@ -47,7 +47,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.summary, "summary", "", "write a JSON summary to this `file`")
 	fs.DurationVar(&o.settle, "settle", 60*time.Second, "after producing, how long to wait for the backlog to drain, in (0, 1h]")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at `host:port`/metrics, e.g. :9090 (default: off)")
-	fs.BoolVar(&o.quiet, "quiet", false, "do not print the per-second timeline")
+	fs.BoolVar(&o.quiet, "quiet", false, "do not print the per-second timeline (the summary is printed all the same)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -134,3 +134,25 @@ func TestBadFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestQuietKeepsSummary: -quiet hides the per-second timeline only; the
+// per-partner summary and its "lost" line are still printed.
+func TestQuietKeepsSummary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the example end to end")
+	}
+	o, err := parseFlags([]string{"-quiet", "-rate", "20", "-retailers", "1", "-faulty", "1",
+		"-produce-for", "1s", "-healthy", "0", "-outage", "0", "-fragile", "0", "-settle", "45s"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	if _, err := run(ctx, o, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if s := out.String(); strings.Contains(s, "rate(/s)") || !strings.Contains(s, "lost 0") || !strings.Contains(s, retailerIDs[0]) {
+		t.Errorf("-quiet output, want the summary without the timeline:\n%s", s)
+	}
+}

@@ -357,9 +357,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		sum.SignedMDNs += st.SignedMDNs
 	}
 	sum.Elapsed(start)
-	if !o.quiet {
-		sum.print(out)
-	}
+	sum.print(out) // -quiet hides the timeline only
 	if ctx.Err() != nil {
 		return sum, ctx.Err()
 	}

@@ -63,7 +63,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o.nats.Register(fs) // -s/-server/-nats-url, -context, credentials, TLS; none: an embedded server
 	fs.StringVar(&o.summary, "summary", "", "write a JSON summary to this `file`")
 	fs.DurationVar(&o.settle, "settle", 40*time.Second, "after producing, how long to wait for the backlog to drain, in (0, 1h]")
-	fs.BoolVar(&o.quiet, "quiet", false, "do not print the per-second timeline")
+	fs.BoolVar(&o.quiet, "quiet", false, "do not print the per-second timeline (the summary is printed all the same)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

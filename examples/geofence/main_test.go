@@ -243,3 +243,25 @@ func TestRecovery(t *testing.T) {
 		})
 	}
 }
+
+// TestQuietKeepsSummary: -quiet hides the per-second timeline only; the
+// per-partner summary and its "lost" count are still printed.
+func TestQuietKeepsSummary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the example end to end")
+	}
+	o, err := parseFlags([]string{"-quiet", "-vehicles", "2", "-consumers", "1", "-faulty", "1", "-speed", "1000",
+		"-produce-for", "2s", "-healthy", "0", "-degraded", "10ms", "-settle", "2m"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	if _, err := run(ctx, o, &out); err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if s := out.String(); strings.Contains(s, "transitions") || !strings.Contains(s, "lost 0") || !strings.Contains(s, "delivered") {
+		t.Errorf("-quiet output, want the summary without the timeline:\n%s", s)
+	}
+}

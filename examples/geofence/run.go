@@ -550,9 +550,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	}
 	recovery(sum, trans.snapshot(), state(faulty), produceStart, recoverAt, graceEnd)
 	sum.Elapsed(start)
-	if !o.quiet {
-		sum.print(out)
-	}
+	sum.print(out) // -quiet hides the timeline only
 	if ctx.Err() != nil {
 		return sum, ctx.Err()
 	}
