@@ -234,3 +234,29 @@ func TestReplayHonoursLimit(t *testing.T) {
 		t.Fatalf("negative Limit: %v", err)
 	}
 }
+
+// MatchReason selects dead letters by their dead reason; the others stay.
+func TestReplayMatchesReason(t *testing.T) {
+	e := newEnv(t, natstest.URL(t), nil)
+	ctx := testCtx(t)
+	for id, reason := range map[string]string{"p1": retryqueue.DeadReasonPermanent, "m1": retryqueue.DeadReasonMaxAttempts, "p2": retryqueue.DeadReasonPermanent} {
+		if err := e.q.DeadLetter(ctx, message.NewMessage(id, []byte(id)), reason, errors.New("HTTP 400")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var asked []string
+	res, err := e.q.Replay(ctx, e.js, retryqueue.ReplayFilter{MatchReason: func(r string) bool {
+		asked = append(asked, r)
+		return r == retryqueue.DeadReasonMaxAttempts
+	}})
+	if err != nil || res.Replayed != 1 || !slices.Equal(res.UUIDs, []string{"m1"}) {
+		t.Fatalf("replay of max-attempts = %+v, %v; want m1 only", res, err)
+	}
+	if len(asked) != 3 {
+		t.Errorf("MatchReason called %d times (%q), want once per dead letter", len(asked), asked)
+	}
+	left := streamMsgs(t, e.js, e.q.DeadLetterTopic())
+	if len(left) != 2 {
+		t.Fatalf("%d dead letters left, want the 2 permanent ones", len(left))
+	}
+}
