@@ -60,13 +60,8 @@ func (c PublisherConfig) Validate() error {
 
 // validate requires defaults set.
 func (c *PublisherConfig) validate() error {
-	switch {
-	case c.URL == "" && c.Conn == nil && c.JetStream == nil:
-		return fmt.Errorf("%w: URL, Conn or JetStream is required", ErrInvalidConfig)
-	case c.JetStream != nil && c.JetStream.Conn() == nil:
-		return fmt.Errorf("%w: JetStream has no connection", ErrInvalidConfig)
-	case c.JetStream != nil && c.Conn != nil && c.JetStream.Conn() != c.Conn:
-		return fmt.Errorf("%w: Conn and JetStream.Conn() are different connections; set one, or both to the same", ErrInvalidConfig)
+	if err := validateConn(c.URL, c.Conn, c.JetStream); err != nil {
+		return err
 	}
 	if c.PublishTimeout <= 0 {
 		return fmt.Errorf("%w: PublishTimeout must be > 0, got %s", ErrInvalidConfig, c.PublishTimeout)
@@ -103,26 +98,11 @@ func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
-	p := &Publisher{nc: cfg.Conn, js: cfg.JetStream, timeout: cfg.PublishTimeout}
-	if p.js != nil {
-		p.nc = p.js.Conn()
-		return p, nil
+	p := &Publisher{timeout: cfg.PublishTimeout}
+	var err error
+	if p.nc, p.js, p.ownConn, err = openConn(cfg.URL, cfg.ConnectOptions, cfg.Conn, cfg.JetStream); err != nil {
+		return nil, err
 	}
-	if p.nc == nil {
-		nc, err := Connect(cfg.URL, cfg.ConnectOptions...)
-		if err != nil {
-			return nil, err
-		}
-		p.nc, p.ownConn = nc, true
-	}
-	js, err := jetstream.New(p.nc)
-	if err != nil {
-		if p.ownConn {
-			p.nc.Close()
-		}
-		return nil, fmt.Errorf("jsq: jetstream: %w", err)
-	}
-	p.js = js
 	return p, nil
 }
 

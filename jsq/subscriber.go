@@ -158,13 +158,10 @@ func (c SubscriberConfig) Validate() error {
 
 // validate requires defaults set.
 func (c *SubscriberConfig) validate() error {
+	if err := validateConn(c.URL, c.Conn, c.JetStream); err != nil {
+		return err
+	}
 	switch {
-	case c.URL == "" && c.Conn == nil && c.JetStream == nil:
-		return fmt.Errorf("%w: URL, Conn or JetStream is required", ErrInvalidConfig)
-	case c.JetStream != nil && c.JetStream.Conn() == nil:
-		return fmt.Errorf("%w: JetStream has no connection", ErrInvalidConfig)
-	case c.JetStream != nil && c.Conn != nil && c.JetStream.Conn() != c.Conn:
-		return fmt.Errorf("%w: Conn and JetStream.Conn() are different connections; set one, or both to the same", ErrInvalidConfig)
 	case c.AckWait < time.Second:
 		return fmt.Errorf("%w: AckWait must be >= 1s, got %s", ErrInvalidConfig, c.AckWait)
 	case c.MaxAckPending < -1:
@@ -242,26 +239,11 @@ func NewSubscriber(cfg SubscriberConfig) (*Subscriber, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
-	s := &Subscriber{cfg: cfg, js: cfg.JetStream, nc: cfg.Conn, closing: make(chan struct{})}
-	if s.js != nil {
-		s.nc = s.js.Conn()
-		return s, nil
+	s := &Subscriber{cfg: cfg, closing: make(chan struct{})}
+	var err error
+	if s.nc, s.js, s.ownConn, err = openConn(cfg.URL, cfg.ConnectOptions, cfg.Conn, cfg.JetStream); err != nil {
+		return nil, err
 	}
-	if s.nc == nil {
-		nc, err := Connect(cfg.URL, cfg.ConnectOptions...)
-		if err != nil {
-			return nil, err
-		}
-		s.nc, s.ownConn = nc, true
-	}
-	js, err := jetstream.New(s.nc)
-	if err != nil {
-		if s.ownConn {
-			s.nc.Close()
-		}
-		return nil, fmt.Errorf("jsq: jetstream: %w", err)
-	}
-	s.js = js
 	return s, nil
 }
 
