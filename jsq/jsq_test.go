@@ -657,7 +657,7 @@ func (l *errorLog) has(msg, uuid string) bool {
 // more; it must not be sent.
 func TestOnePullAtATimeKeepsOrder(t *testing.T) {
 	e := setup(t)
-	sub := e.subscriber(t, jsq.SubscriberConfig{Prefetch: 4, FetchWait: 20 * time.Second})
+	sub := e.subscriber(t, jsq.SubscriberConfig{Prefetch: 4, AckWait: 2 * time.Minute, FetchWait: 2 * time.Minute}) // no pull expires mid-test
 	got := make(chan string, 64)
 	runRouter(t, time.Second, e.topic, sub, func(m *message.Message) error {
 		got <- m.UUID
