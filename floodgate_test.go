@@ -108,9 +108,7 @@ func TestNewGuardsEachPartnerAndDrainsWithTheRouter(t *testing.T) {
 	defer fg.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	runDone := make(chan error, 1)
-	go func() { runDone <- router.Run(ctx) }()
-	<-router.Running()
+	runDone := startRouter(ctx, router)
 
 	pub, err := jsq.NewPublisher(jsq.PublisherConfig{Conn: nc})
 	if err != nil {
@@ -255,6 +253,15 @@ func (nopSub) Subscribe(context.Context, string) (<-chan *message.Message, error
 	return nil, errors.New("nop")
 }
 func (nopSub) Close() error { return nil }
+
+// startRouter runs router until ctx is done and returns once it is
+// running; the channel gets Run's result.
+func startRouter(ctx context.Context, router *message.Router) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- router.Run(ctx) }()
+	<-router.Running()
+	return done
+}
 
 // ourGoroutines counts the goroutines running floodgate's or Watermill's
 // code (other than this test's own), leaving out the embedded NATS server's

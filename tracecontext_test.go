@@ -76,9 +76,7 @@ func TestTraceContextReachesThePartnerThroughTheDrain(t *testing.T) {
 	defer fg.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	runDone := make(chan error, 1)
-	go func() { runDone <- router.Run(ctx) }()
-	<-router.Running()
+	runDone := startRouter(ctx, router)
 
 	pub, err := jsq.NewPublisher(jsq.PublisherConfig{Conn: nc})
 	if err != nil {
