@@ -26,11 +26,15 @@ const (
 	// Received-Content-MIC is not the one computed for the message sent,
 	// and the partner's policy downgrades that to a warning.
 	WarnMICMismatch = "mic-mismatch"
+	// WarnMDNWarning: the receipt's disposition is "processed/warning: ..."
+	// (RFC 4130 §7.4.3): the partner processed the message but reports a
+	// problem, e.g. a duplicate document.
+	WarnMDNWarning = "mdn-warning"
 )
 
 // WarnReasons returns the Warn* reasons, in a new slice.
 func WarnReasons() []string {
-	return []string{WarnUnconfirmed, WarnMDNUnsigned, WarnMICMissing, WarnMICMismatch}
+	return []string{WarnUnconfirmed, WarnMDNUnsigned, WarnMICMissing, WarnMICMismatch, WarnMDNWarning}
 }
 
 // Warning reports a delivery that succeeded with a flaw: the partner took

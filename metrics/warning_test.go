@@ -29,15 +29,16 @@ func TestObserveEventCountsWarnings(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := "http://" + addr.String()
-	for _, reason := range []string{"unconfirmed", "unconfirmed", "mdn-unsigned", "Partner said: {oops}"} {
+	for _, reason := range []string{"unconfirmed", "unconfirmed", "mdn-unsigned", "mdn-warning", "Partner said: {oops}"} {
 		m.ObserveEvent(middleware.Event{Partner: "northwind", Action: middleware.Delivered, Admitted: true,
 			Outcome: breaker.OutcomeSuccess, Warning: &deliver.Warning{Reason: reason}})
 	}
 	m.ObserveEvent(middleware.Event{Partner: "northwind", Action: middleware.Delivered, Admitted: true, Outcome: breaker.OutcomeSuccess})
 	expect(t, scrape(t, url), "warnings", "northwind", []check{
-		{"floodgate_calls_total", []string{"outcome", "success"}, 5},
+		{"floodgate_calls_total", []string{"outcome", "success"}, 6},
 		{"floodgate_delivery_warnings_total", []string{"reason", "unconfirmed"}, 2},
 		{"floodgate_delivery_warnings_total", []string{"reason", "mdn-unsigned"}, 1},
+		{"floodgate_delivery_warnings_total", []string{"reason", "mdn-warning"}, 1},
 		{"floodgate_delivery_warnings_total", []string{"reason", "other"}, 1},
 	})
 	m.Forget("northwind")

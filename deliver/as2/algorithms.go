@@ -26,8 +26,9 @@ const (
 )
 
 // Content encryption algorithms for [Config.EncryptAlgorithm]. The content
-// key is always transported with RSA PKCS #1 v1.5 (RFC 5652 §6.2.1,
-// rsaEncryption), which every AS2 implementation reads.
+// key is transported as [Config.KeyTransport] says: by default with RSA
+// PKCS #1 v1.5 (RFC 5652 §6.2.1, rsaEncryption), which every AS2
+// implementation reads.
 const (
 	// EncryptAES256CBC is AES-256 in CBC mode (RFC 3565), the default.
 	EncryptAES256CBC = "aes256-cbc"

@@ -148,6 +148,37 @@ type Config struct {
 	// a warning would let that pass unnoticed. Set it for a partner known
 	// to compute its MIC differently.
 	WarnOnMICMismatch bool
+
+	// The compatibility switches below adapt the wire format to what a
+	// partner's product reads (see compat.go). Optional. Their zero values
+	// follow the current RFCs.
+
+	// Filename is sent on the payload part as Content-Disposition:
+	// attachment; filename="..." (RFC 2183, RFC 6266), for receivers that
+	// store files under it. Optional. Default "": no Content-Disposition.
+	// It must be a safe name, one [SanitizeFilename] returns unchanged (no
+	// path separators, control characters or '"'; at most 255 bytes);
+	// non-ASCII names are sent as RFC 6266 §4.3 filename* with an ASCII
+	// fallback. A message's [MetaFilename] overrides it ([Sender.SendMessage]).
+	Filename string
+	// LegacyMICAlg spells the micalg parameter of the signature's
+	// Content-Type and the signed-receipt-micalg we ask for as RFC 3851 did
+	// ("sha256", "sha1") rather than as RFC 5751 §3.4.3.2 does ("sha-256",
+	// "sha-1"), for older peers that know only that spelling. Optional.
+	// Default false. The MIC itself is the same either way.
+	LegacyMICAlg bool
+	// TransferBase64 sends the payload part inside a signature or an
+	// encryption, and the application/pkcs7-mime part, with
+	// Content-Transfer-Encoding: base64 (RFC 2045 §6.8) instead of binary,
+	// for peers that cannot read binary MIME. Optional. Default false.
+	// Ignored for an unsigned, unencrypted message (the payload is sent as
+	// it is).
+	TransferBase64 bool
+	// KeyTransport is how the content key reaches the partner:
+	// [KeyTransportPKCS1v15] (the default, rsaEncryption, which every AS2
+	// product reads), [KeyTransportOAEPSHA256] or [KeyTransportOAEPSHA1]
+	// (RSAES-OAEP, RFC 3560). Optional. Ignored without EncryptionCert.
+	KeyTransport string
 }
 
 func (c *Config) setDefaults() {
@@ -178,6 +209,9 @@ func (c *Config) setDefaults() {
 	if c.MDNMode == "" {
 		c.MDNMode = MDNSync
 	}
+	if c.KeyTransport == "" {
+		c.KeyTransport = DefaultKeyTransport
+	}
 	if c.HTTPClient == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = defaultMaxIdleConnsPerHost
@@ -193,8 +227,8 @@ func (c *Config) setDefaults() {
 // the field and wraps the sentinel that states its allowed range: one of
 // [ErrURL], [ErrAS2ID], [ErrContentType], [ErrHeaderValue],
 // [ErrMessageIDDomain], [ErrNegative], [ErrMDNMode], [ErrAlgorithm], [ErrMissingKey],
-// [ErrMissingCert], [ErrKeyMismatch], [ErrKeyType], [ErrCertExpired] or
-// [ErrCertNotYetValid]. Certificates are checked against the current time.
+// [ErrMissingCert], [ErrKeyMismatch], [ErrKeyType], [ErrCertExpired],
+// [ErrCertNotYetValid] or [ErrFilename]. Certificates are checked against the current time.
 func (c Config) Validate() error {
 	c.setDefaults()
 	return c.validateAt(time.Now())
@@ -233,6 +267,9 @@ func (c Config) validateAt(now time.Time) error {
 		return fmt.Errorf("Config.MaxMDNSize %d: %w", c.MaxMDNSize, ErrNegative)
 	}
 	if err := c.validateMDN(); err != nil {
+		return err
+	}
+	if err := c.validateCompat(); err != nil {
 		return err
 	}
 	return c.validateSecurity(now)

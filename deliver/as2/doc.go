@@ -41,9 +41,16 @@
 //     default; SHA-384, SHA-512, and SHA-1 for old partners);
 //   - encrypted (Config.EncryptionCert): an application/pkcs7-mime
 //     enveloped-data entity (RFC 5751 §3.3) in AES-256-CBC (default),
-//     AES-128-CBC or 3DES, the content key sent with RSA PKCS #1 v1.5;
+//     AES-128-CBC or 3DES, the content key sent with RSA PKCS #1 v1.5, or
+//     RSA-OAEP (Config.KeyTransport);
 //   - the outermost entity's header fields become HTTP headers and its body
 //     the HTTP body, in binary (RFC 4130 §5.2).
+//
+// Per-partner compatibility switches adapt this to a partner's product:
+// Config.Filename (and [MetaFilename] per message) names the payload,
+// Config.LegacyMICAlg spells micalg "sha256", Config.TransferBase64 sends
+// base64 instead of binary, and [Sender.Warnings] reports an ECDSA
+// signing key many peers refuse.
 //
 // The MIC of RFC 4130 §7.3.1 is computed in the signing digest: over the
 // payload alone for a plain message; over the canonical payload entity

@@ -112,3 +112,20 @@ var (
 	// ErrMalformedMIME: a MIME entity cannot be read.
 	ErrMalformedMIME = errors.New("as2: malformed MIME entity")
 )
+
+// Errors of the compatibility switches and of the receipt's disposition.
+var (
+	// ErrFilename: Config.Filename is not a safe file name: [SanitizeFilename]
+	// would change it (a path separator, a control character, '"', leading
+	// or trailing spaces or dots, or more than 255 bytes).
+	ErrFilename = errors.New("as2: filename must be a bare file name: no path separators, control characters or quotes, 1 to 255 bytes")
+	// ErrECDSASigningKey is a warning, never a failure: Config.SigningKey
+	// is an ECDSA key, and many AS2 peers (pyas2lib among them) verify RSA
+	// signatures only. [Sender.Warnings] returns it.
+	ErrECDSASigningKey = errors.New("as2: ECDSA signing key: many AS2 peers verify RSA signatures only")
+	// ErrMDNWarning: the MDN says "processed/warning: ..." (RFC 4130
+	// §7.4.3): the partner processed the message but reports a problem.
+	// [Sender.Send] wraps it in a [*deliver.Warning]
+	// ([deliver.WarnMDNWarning]).
+	ErrMDNWarning = errors.New("as2: MDN disposition is processed with a warning")
+)

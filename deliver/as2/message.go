@@ -51,10 +51,11 @@ type Outbound struct {
 // wrapping [ErrMessageID] if id is not a dot-atom (a UUID is), or
 // [ErrEmptyPayload]. Build is safe for concurrent use.
 func (s *Sender) Build(id string, payload []byte) (*Outbound, error) {
-	return s.buildAt(id, payload, time.Now())
+	return s.buildAt(id, payload, s.cfg.Filename, time.Now())
 }
 
-func (s *Sender) buildAt(id string, payload []byte, now time.Time) (*Outbound, error) {
+// buildAt is Build with the payload's filename ("" for none) and the time.
+func (s *Sender) buildAt(id string, payload []byte, filename string, now time.Time) (*Outbound, error) {
 	if !isDotAtom(id) {
 		return nil, fmt.Errorf("%w: %q", ErrMessageID, id)
 	}
@@ -63,6 +64,9 @@ func (s *Sender) buildAt(id string, payload []byte, now time.Time) (*Outbound, e
 	}
 	content := entity{Header: textproto.MIMEHeader{}, Body: payload}
 	content.Header.Set("Content-Type", s.cfg.ContentType)
+	if filename != "" {
+		content.Header.Set("Content-Disposition", contentDisposition(filename))
+	}
 
 	// RFC 4130 §7.3.1: for an unsigned, unencrypted message the MIC covers
 	// the content without MIME headers. For a signed message it covers the
@@ -71,7 +75,7 @@ func (s *Sender) buildAt(id string, payload []byte, now time.Time) (*Outbound, e
 	// included, which is exactly what the first step wraps.
 	micContent := payload
 	if len(s.steps) > 0 {
-		content.Header.Set("Content-Transfer-Encoding", "binary")
+		content = s.encodePayload(content)
 		micContent = content.canonical()
 	}
 	mic, err := ComputeMIC(s.sign.micalg, micContent)
@@ -105,7 +109,7 @@ func (s *Sender) buildAt(id string, payload []byte, now time.Time) (*Outbound, e
 			importance = "required"
 		}
 		h.Set("Disposition-Notification-Options",
-			"signed-receipt-protocol="+importance+", pkcs7-signature; signed-receipt-micalg="+importance+", "+s.sign.micalg)
+			"signed-receipt-protocol="+importance+", pkcs7-signature; signed-receipt-micalg="+importance+", "+s.micalgName())
 	}
 	h.Set("MIME-Version", "1.0")
 	h.Set("User-Agent", userAgent)
@@ -118,14 +122,18 @@ func (s *Sender) buildAt(id string, payload []byte, now time.Time) (*Outbound, e
 // signStep returns the body step that signs the entity with our key.
 func (s *Sender) signStep() bodyStep {
 	return func(e entity) (entity, error) {
-		return signEntity(e.canonical(), s.cfg.SigningCert, s.cfg.SigningKey, s.sign)
+		signed, err := signEntity(e.canonical(), s.cfg.SigningCert, s.cfg.SigningKey, s.sign)
+		if err != nil {
+			return signed, err
+		}
+		return s.spellMicalg(signed), nil
 	}
 }
 
 // encryptStep returns the body step that encrypts the entity to the partner.
 func (s *Sender) encryptStep() bodyStep {
 	return func(e entity) (entity, error) {
-		return encryptEntity(e.canonical(), s.cfg.EncryptionCert, s.enc)
+		return s.encrypt(e.canonical())
 	}
 }
 

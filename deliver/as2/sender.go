@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/floodgate-go/floodgate/deliver"
@@ -75,7 +76,9 @@ func (s *Sender) Config() Config { return s.cfg }
 //     asked for and Config.RequireMIC is false ([ErrMICMissing],
 //     [deliver.WarnMICMissing]);
 //   - a MIC mismatch when Config.WarnOnMICMismatch is set ([ErrMICMismatch],
-//     [deliver.WarnMICMismatch]).
+//     [deliver.WarnMICMismatch]);
+//   - an MDN whose disposition is "processed/warning: ..." ([ErrMDNWarning],
+//     [deliver.WarnMDNWarning]).
 //
 // With several, the Warning's Reason is the first in this order and its
 // cause joins them all. Otherwise Send returns a [*deliver.Error] whose
@@ -101,7 +104,12 @@ func (s *Sender) Config() Config { return s.cfg }
 // alone (it answers this very HTTP request). ctx bounds the whole exchange
 // along with Config.Timeout.
 func (s *Sender) Send(ctx context.Context, id string, payload []byte) (*MDN, error) {
-	out, err := s.Build(id, payload)
+	return s.send(ctx, id, payload, s.cfg.Filename)
+}
+
+// send is Send with the payload's filename ("" for none).
+func (s *Sender) send(ctx context.Context, id string, payload []byte, filename string) (*MDN, error) {
+	out, err := s.buildAt(id, payload, filename, time.Now())
 	if err != nil {
 		return nil, &deliver.Error{Kind: deliver.ErrPermanent, Op: opSend, Cause: err}
 	}
@@ -156,6 +164,7 @@ func (s *Sender) Send(ctx context.Context, id string, payload []byte) (*MDN, err
 		return mdn, &deliver.Error{Kind: deliver.ErrPermanent, Op: opSend, StatusCode: resp.StatusCode,
 			Disposition: mdn.DispositionField, Cause: err}
 	}
+	warnDisposition(mdn, &warns)
 	return mdn, warns.err()
 }
 
@@ -251,6 +260,14 @@ func (s *Sender) verifyMDN(out *Outbound, mdn *MDN, warns *receiptWarnings) erro
 		warns.add(deliver.WarnMICMismatch, mismatch)
 	}
 	return nil
+}
+
+// warnDisposition adds the warning of a "processed/warning: ..." MDN
+// (RFC 4130 §7.4.3) to warns: processed, but the partner reports a problem.
+func warnDisposition(mdn *MDN, warns *receiptWarnings) {
+	if mdn.Processed() && strings.HasPrefix(strings.ToLower(mdn.Modifier), "warning") {
+		warns.add(deliver.WarnMDNWarning, fmt.Errorf("%w: %s", ErrMDNWarning, mdn.DispositionField))
+	}
 }
 
 // maxSnippet bounds the response text quoted in an error.

@@ -423,7 +423,7 @@ func TestSendVerifiesMDN(t *testing.T) {
 		kind        error // deliver kind when want != nil
 	}{
 		{"processed", reportCT, report("Original-Message-ID: %[1]s\r\nDisposition: automatic-action/MDN-sent-automatically; processed\r\nReceived-Content-MIC: %[2]s"), nil, nil},
-		{"processed with warning", reportCT, report("Original-Message-ID: %[1]s\r\nDisposition: automatic-action/MDN-sent-automatically; processed/warning: duplicate-document\r\nReceived-Content-MIC: %[2]s"), nil, nil},
+		{"processed with warning", reportCT, report("Original-Message-ID: %[1]s\r\nDisposition: automatic-action/MDN-sent-automatically; processed/warning: duplicate-document\r\nReceived-Content-MIC: %[2]s"), as2.ErrMDNWarning, deliver.ErrWarning},
 		{"no MIC returned", reportCT, report("Original-Message-ID: %[1]s\r\nDisposition: automatic-action/MDN-sent-automatically; processed"), nil, nil},
 		{"MIC in another algorithm we cannot compute", reportCT, report("Original-Message-ID: %[1]s\r\nDisposition: automatic-action/MDN-sent-automatically; processed\r\nReceived-Content-MIC: AAAA, gost-3411%.0[2]s"), nil, nil},
 		{"wrong MIC", reportCT, report("Original-Message-ID: %[1]s\r\nDisposition: automatic-action/MDN-sent-automatically; processed\r\nReceived-Content-MIC: 7v7F++fQaNWYUbkMzPh1H4Qgw0bJz0TG5S3RpU6L2QE=, sha-256%.0[2]s"), as2.ErrMICMismatch, deliver.ErrPermanent},

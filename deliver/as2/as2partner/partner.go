@@ -70,6 +70,8 @@ type Partner struct {
 	inflight int
 	mdnSeq   uint64
 	created  int64 // UnixNano at New, for MDN Message-IDs
+
+	filenames map[string]string // Message-ID -> payload filename received
 }
 
 // New validates cfg, applies its defaults and returns a Partner. The script
@@ -88,6 +90,7 @@ func New(cfg Config) (*Partner, error) {
 		created:  time.Now().UnixNano(),
 	}
 	p.limiters = p.newLimiters()
+	p.filenames = map[string]string{}
 	return p, nil
 }
 
@@ -379,11 +382,11 @@ func (p *Partner) process(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	var req request
 	var err error
-	if req.from, err = as2.ParseAS2ID(r.Header.Get("AS2-From")); err != nil {
+	if req.from, err = parseAS2Name(r.Header.Get("AS2-From")); err != nil {
 		p.badRequest(w, http.StatusBadRequest, "AS2-From: "+err.Error())
 		return
 	}
-	if req.to, err = as2.ParseAS2ID(r.Header.Get("AS2-To")); err != nil {
+	if req.to, err = parseAS2Name(r.Header.Get("AS2-To")); err != nil {
 		p.badRequest(w, http.StatusBadRequest, "AS2-To: "+err.Error())
 		return
 	}
@@ -448,6 +451,9 @@ func (p *Partner) process(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	if cn, err := x12.ControlNumberOf(payload); err == nil {
 		p.controls[cn]++
+	}
+	if name := filenameOf(opened.Header, r.Header); name != "" {
+		p.filenames[req.messageID] = name
 	}
 	p.mu.Unlock()
 

@@ -159,7 +159,7 @@ func TestBadRequests(t *testing.T) {
 	}{
 		{"no AS2-From", without("AS2-From"), "x", http.StatusBadRequest},
 		{"no AS2-To", without("AS2-To"), "x", http.StatusBadRequest},
-		{"unquoted space in AS2-To", func() http.Header { h := validHeaders(); h.Set("AS2-To", "BLUE WATER"); return h }(), "x", http.StatusBadRequest},
+		{"AS2-To longer than 128", func() http.Header { h := validHeaders(); h.Set("AS2-To", strings.Repeat("B", 129)); return h }(), "x", http.StatusBadRequest},
 		{"no Message-ID", without("Message-ID"), "x", http.StatusBadRequest},
 		{"empty body", validHeaders(), "", http.StatusBadRequest},
 		{"too large", validHeaders(), strings.Repeat("x", 65), http.StatusRequestEntityTooLarge},

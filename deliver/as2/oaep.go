@@ -1,0 +1,154 @@
+package as2
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/des"
+	"crypto/rand"
+	"crypto/rsa"
+	_ "crypto/sha1" // OAEP with SHA-1
+	_ "crypto/sha256"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/asn1"
+	"fmt"
+	"net/textproto"
+
+	"github.com/smallstep/pkcs7"
+)
+
+// oaepParams are the RSAES-OAEP parameters of one [Config.KeyTransport]:
+// the hash of OAEP and of MGF1, and the AlgorithmIdentifier parameters
+// that name them (RFC 4055 §4.1).
+type oaepParams struct {
+	hash   crypto.Hash
+	params asn1.RawValue
+}
+
+// oidMGF1 is id-mgf1 (RFC 4055 §2.2, PKCS #1).
+var oidMGF1 = asn1.ObjectIdentifier{1, 2, 840, 113549, 1, 1, 8}
+
+var (
+	// oaepSHA1 is rSAES-OAEP-Default-Identifier: the parameters are an
+	// empty SEQUENCE, meaning SHA-1 and MGF1 with SHA-1 (RFC 4055 §4.1).
+	oaepSHA1 = oaepParams{hash: crypto.SHA1, params: asn1.RawValue{FullBytes: []byte{0x30, 0x00}}}
+	// oaepSHA256 names SHA-256 and MGF1 with SHA-256 explicitly
+	// (RFC 4055 §4.1 rSAES-OAEP-SHA256-Identifier with MGF1-SHA256).
+	oaepSHA256 = oaepParams{hash: crypto.SHA256, params: mustOAEPParams(pkcs7.OIDDigestAlgorithmSHA256)}
+)
+
+// mustOAEPParams returns the DER RSAES-OAEP-params naming hash for both
+// OAEP and MGF1, with the default (empty) label.
+func mustOAEPParams(hash asn1.ObjectIdentifier) asn1.RawValue {
+	hashID := pkix.AlgorithmIdentifier{Algorithm: hash} // parameters absent, RFC 4055 §2.1
+	hashDER, err := asn1.Marshal(hashID)
+	if err != nil {
+		panic(err)
+	}
+	der, err := asn1.Marshal(struct {
+		Hash pkix.AlgorithmIdentifier `asn1:"explicit,tag:0"`
+		MGF  pkix.AlgorithmIdentifier `asn1:"explicit,tag:1"`
+	}{
+		Hash: hashID,
+		MGF:  pkix.AlgorithmIdentifier{Algorithm: oidMGF1, Parameters: asn1.RawValue{FullBytes: hashDER}},
+	})
+	if err != nil {
+		panic(err)
+	}
+	return asn1.RawValue{FullBytes: der}
+}
+
+// encryptEntityOAEP is encryptEntity with RSAES-OAEP key transport
+// (RFC 3560). github.com/smallstep/pkcs7 v0.2.3 can encrypt with OAEP, but
+// it names SHA-256 without naming MGF1-SHA-256, so its parameters say MGF1
+// with SHA-1 while its key uses MGF1 with SHA-256 and OpenSSL cannot
+// decrypt it; this builds the EnvelopedData itself.
+func encryptEntityOAEP(content []byte, cert *x509.Certificate, a encryptAlg, p oaepParams) (entity, error) {
+	der, err := envelopeOAEP(content, cert, a, p)
+	if err != nil {
+		return entity{}, fmt.Errorf("as2: encrypting: %w", err)
+	}
+	h := textproto.MIMEHeader{}
+	h.Set("Content-Type", `application/pkcs7-mime; smime-type=enveloped-data; name="smime.p7m"`)
+	h.Set("Content-Transfer-Encoding", "binary")
+	h.Set("Content-Disposition", `attachment; filename="smime.p7m"`)
+	return entity{Header: h, Body: der}, nil
+}
+
+// envelopeOAEP encrypts content with a's cipher in CBC mode under a random
+// key, and transports the key to cert's RSA key with OAEP.
+func envelopeOAEP(content []byte, cert *x509.Certificate, a encryptAlg, p oaepParams) ([]byte, error) {
+	pub, ok := cert.PublicKey.(*rsa.PublicKey)
+	if !ok {
+		return nil, ErrKeyType
+	}
+	var (
+		oid    asn1.ObjectIdentifier
+		keyLen int
+		newCBC func([]byte) (cipher.Block, error)
+	)
+	switch a.pkcs7 {
+	case pkcs7.EncryptionAlgorithmAES256CBC:
+		oid, keyLen, newCBC = pkcs7.OIDEncryptionAlgorithmAES256CBC, 32, aes.NewCipher
+	case pkcs7.EncryptionAlgorithmAES128CBC:
+		oid, keyLen, newCBC = pkcs7.OIDEncryptionAlgorithmAES128CBC, 16, aes.NewCipher
+	default: // 3DES
+		oid, keyLen, newCBC = pkcs7.OIDEncryptionAlgorithmDESEDE3CBC, 24, des.NewTripleDESCipher
+	}
+	key := make([]byte, keyLen)
+	if _, err := rand.Read(key); err != nil {
+		return nil, err
+	}
+	block, err := newCBC(key)
+	if err != nil {
+		return nil, err
+	}
+	iv := make([]byte, block.BlockSize())
+	if _, err := rand.Read(iv); err != nil {
+		return nil, err
+	}
+	padLen := block.BlockSize() - len(content)%block.BlockSize() // RFC 5652 §6.3
+	plain := make([]byte, len(content), len(content)+padLen)
+	copy(plain, content)
+	plain = append(plain, bytes.Repeat([]byte{byte(padLen)}, padLen)...)
+	ciphertext := make([]byte, len(plain))
+	cipher.NewCBCEncrypter(block, iv).CryptBlocks(ciphertext, plain)
+	encKey, err := rsa.EncryptOAEP(p.hash.New(), rand.Reader, pub, key, nil)
+	if err != nil {
+		return nil, err
+	}
+	ivParam, err := asn1.Marshal(iv)
+	if err != nil {
+		return nil, err
+	}
+	env := cmsEnvelopedData{
+		Version: 0,
+		RecipientInfos: []cmsKeyTransRecipient{{
+			Version:               0,
+			IssuerAndSerialNumber: cmsIssuerAndSerial{Issuer: asn1.RawValue{FullBytes: cert.RawIssuer}, SerialNumber: cert.SerialNumber},
+			KeyEncryptionAlgorithm: pkix.AlgorithmIdentifier{
+				Algorithm:  pkcs7.OIDEncryptionAlgorithmRSAESOAEP,
+				Parameters: p.params,
+			},
+			EncryptedKey: encKey,
+		}},
+		EncryptedContentInfo: cmsEncryptedContentInfo{
+			ContentType: pkcs7.OIDData,
+			ContentEncryptionAlgorithm: pkix.AlgorithmIdentifier{
+				Algorithm:  oid,
+				Parameters: asn1.RawValue{FullBytes: ivParam},
+			},
+			EncryptedContent: ciphertext,
+		},
+	}
+	inner, err := asn1.Marshal(env)
+	if err != nil {
+		return nil, err
+	}
+	return asn1.Marshal(cmsContentInfo{
+		ContentType: pkcs7.OIDEnvelopedData,
+		Content:     asn1.RawValue{Class: asn1.ClassContextSpecific, Tag: 0, IsCompound: true, Bytes: inner},
+	})
+}
