@@ -33,6 +33,7 @@ import (
 	"github.com/floodgate-go/floodgate/deliver"
 	"github.com/floodgate-go/floodgate/deliver/as2"
 	"github.com/floodgate-go/floodgate/deliver/as2/as2partner"
+	"github.com/floodgate-go/floodgate/deliver/as2/as2test"
 )
 
 // pythonPath is Debian's interpreter, by its full path: another python3 on
@@ -334,6 +335,57 @@ func TestInteropPyas2libReceives(t *testing.T) {
 			}
 		})
 	}
+
+	// Imperfect and negative receipts from pyas2lib, signed sha256 and
+	// encrypted aes256-cbc, a signed MDN asked for.
+	receipts := []struct {
+		name            string
+		path            string // receiver.py: "/unsigned-mdn" has no signing key
+		requireSigned   bool
+		signer          as2test.Identity
+		wantStatus      string // pyas2lib's disposition
+		wantWarn        string
+		wantErr         error // with a permanent failure
+		wantSigned      bool  // the MDN
+		wantMICReturned bool
+	}{
+		{name: "unsigned MDN to an optional request: warning", path: "/unsigned-mdn", signer: pki.Sender,
+			wantStatus: "processed", wantWarn: deliver.WarnMDNUnsigned, wantMICReturned: true},
+		{name: "unsigned MDN to a required request: permanent", path: "/unsigned-mdn", requireSigned: true,
+			signer: pki.Sender, wantStatus: "processed", wantErr: as2.ErrMDNUnsigned, wantMICReturned: true},
+		{name: "signed by a certificate pyas2lib does not expect: its error MDN is permanent", path: "/as2",
+			signer: other, wantStatus: "processed/Error", wantErr: as2.ErrNotProcessed, wantSigned: true},
+	}
+	for i, tt := range receipts {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := pki.SenderConfig("http://127.0.0.1:" + strconv.Itoa(hello.Port) + tt.path)
+			cfg.SigningCert, cfg.SigningKey, cfg.RequireSignedMDN = tt.signer.Cert, tt.signer.Key, tt.requireSigned
+			s, err := as2.NewSender(cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := "7c1e6a52-0d7b-4f3e-9a51-3b2c4d5e6f" + strconv.Itoa(50+i)
+			mdn, err := s.Send(context.Background(), id, x12)
+			var got pyReceived
+			rx.next(t, &got)
+			if got.Status != tt.wantStatus || got.MDNSigned != tt.wantSigned {
+				t.Fatalf("pyas2lib: status %q (want %q), error %s, MDN signed %v", got.Status, tt.wantStatus, got.Error, got.MDNSigned)
+			}
+			switch {
+			case tt.wantWarn != "":
+				var w *deliver.Warning
+				if !errors.As(err, &w) || w.Reason != tt.wantWarn {
+					t.Fatalf("Send = %v; want a warning %q", err, tt.wantWarn)
+				}
+			case !deliver.IsPermanent(err) || !errors.Is(err, tt.wantErr):
+				t.Fatalf("Send = %v; want a permanent failure, Is %v", err, tt.wantErr)
+			}
+			if mdn == nil || mdn.Signed != tt.wantSigned || mdn.Verified != tt.wantSigned ||
+				(mdn.ReceivedContentMIC != "") != tt.wantMICReturned {
+				t.Errorf("MDN = %+v; want signed and verified %v, a MIC %v", mdn, tt.wantSigned, tt.wantMICReturned)
+			}
+		})
+	}
 }
 
 // pySent is what sender.py reports about one message.
@@ -395,6 +447,7 @@ func TestInteropPyas2libSends(t *testing.T) {
 		from, to    string
 		contentType string
 		body        []byte
+		signer      *as2test.Identity // another signing identity, which as2partner refuses
 	}{
 		{name: "sign sha256 + encrypt aes_256_cbc, signed MDN, X12", sign: "sha256", encrypt: "aes_256_cbc",
 			mdn: "SYNC", mdnDigest: "sha256", body: x12},
@@ -408,6 +461,8 @@ func TestInteropPyas2libSends(t *testing.T) {
 		{name: "plain, unsigned MDN, AS2 names with spaces, UTF-8", mdn: "SYNC", from: "NORTHWIND RETAIL", to: "BLUE WATER HG",
 			contentType: "text/plain; charset=utf-8", body: utf8Text},
 		{name: "sign sha256, no MDN asked for, X12", sign: "sha256", body: x12},
+		{name: "signed by a certificate as2partner does not expect: error MDN", sign: "sha256", encrypt: "aes_256_cbc",
+			mdn: "SYNC", mdnDigest: "sha256", body: x12, signer: &other},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -436,6 +491,9 @@ func TestInteropPyas2libSends(t *testing.T) {
 			if tt.mdnDigest != "" {
 				req["mdn_digest_alg"] = tt.mdnDigest
 			}
+			if tt.signer != nil {
+				req["sign_key"] = writeFile(t, t.TempDir(), "signer.pem", append(bytes.Clone(tt.signer.KeyPEM), tt.signer.CertPEM...))
+			}
 			tx.send(t, req)
 			var got pySent
 			tx.next(t, &got)
@@ -446,8 +504,17 @@ func TestInteropPyas2libSends(t *testing.T) {
 				t.Fatalf("as2partner answered HTTP %d", got.HTTPStatus)
 			}
 
-			// as2partner's side: it processed exactly what pyas2lib sent.
 			st := partner.Stats()
+			if tt.signer != nil {
+				// Refused with a signed error MDN, which pyas2lib verifies
+				// and reads as an error.
+				if st.ErrorMDNs != 1 || st.Processed != 0 || st.SignedMDNs != 1 ||
+					!strings.HasPrefix(got.MDNStatus, "processed/error") || !strings.Contains(got.MDNDetail, "authentication-failed") {
+					t.Errorf("as2partner Stats = %+v; pyas2lib read the MDN as %q (%s)", st, got.MDNStatus, got.MDNDetail)
+				}
+				return
+			}
+			// as2partner's side: it processed exactly what pyas2lib sent.
 			if st.Processed != 1 || st.ErrorMDNs != 0 || partner.Received()["<"+got.MessageID+">"] != 1 {
 				t.Fatalf("as2partner Stats = %+v, Received = %v; want %s processed", st, partner.Received(), got.MessageID)
 			}

@@ -15,7 +15,8 @@ line on stdout, then one JSON line per request it parsed:
    "mdn_signed"}
 
 and answers each request with pyas2lib's synchronous MDN (Mdn().build, run
-by Message().parse). It exits when stdin closes.
+by Message().parse), signed when asked for, except on the path
+/unsigned-mdn, where it has no signing key. It exits when stdin closes.
 """
 
 import base64
@@ -40,9 +41,11 @@ PEER_CERT = load(CFG["peer_cert"])
 CA = load(CFG["ca"])
 
 
-def find_org_partner(org_id, partner_id):
+def find_org_partner(org_id, partner_id, can_sign=True):
     """Any pair of AS2 names: this receiver is whoever the sender asks for."""
-    org = pyas2lib.Organization(as2_name=org_id, sign_key=KEY, decrypt_key=KEY)
+    org = pyas2lib.Organization(
+        as2_name=org_id, sign_key=KEY if can_sign else None, decrypt_key=KEY
+    )
     partner = pyas2lib.Partner(
         as2_name=partner_id, verify_cert=PEER_CERT, verify_cert_ca=CA
     )
@@ -76,7 +79,10 @@ class Handler(BaseHTTPRequestHandler):
         head = "".join(f"{k}: {v}\r\n" for k, v in self.headers.items())
         raw = head.encode("utf-8") + b"\r\n" + body
         msg = pyas2lib.Message()
-        status, (exc, _), mdn = msg.parse(raw, find_org_partner_cb=find_org_partner)
+        can_sign = self.path != "/unsigned-mdn"
+        status, (exc, _), mdn = msg.parse(
+            raw, find_org_partner_cb=lambda o, p: find_org_partner(o, p, can_sign)
+        )
         payload = msg.content if exc is None else b""
         if isinstance(payload, str):
             payload = payload.encode("utf-8")

@@ -11,7 +11,8 @@ It reads one JSON request per line on stdin:
 
   {"url", "from", "to", "sign", "digest_alg", "encrypt", "enc_alg",
    "compress", "mdn_mode" ("SYNC" or null), "mdn_digest_alg" (null: an
-   unsigned MDN), "content_type", "payload" (base64)}
+   unsigned MDN), "content_type", "payload" (base64), "sign_key" (optional:
+   another PEM file with a key and certificate to sign with)}
 
 builds the message with pyas2lib (Message().build), posts it, parses the
 answer with Mdn().parse, and writes one JSON line per request:
@@ -56,7 +57,8 @@ def received_mic(raw):
 
 
 def send(req):
-    org = pyas2lib.Organization(as2_name=req["from"], sign_key=KEY)
+    key = load(req["sign_key"]) if req.get("sign_key") else KEY
+    org = pyas2lib.Organization(as2_name=req["from"], sign_key=key)
     partner = pyas2lib.Partner(
         as2_name=req["to"],
         verify_cert=PEER_CERT,
