@@ -365,8 +365,10 @@ type OpenOptions struct {
 	SignerCert *x509.Certificate
 	// MICAlgorithm is the algorithm of [Opened.MIC], in either spelling
 	// ("sha256", "sha-256"), normally the first one the sender asked for in
-	// signed-receipt-micalg. Optional. Default sha-256; an unknown one falls
-	// back to sha-256.
+	// signed-receipt-micalg. Optional. Default: for a signed message, the
+	// digest its micalg parameter names (RFC 4130 §7.3.1: the MIC of a
+	// signed message is in the digest it was signed with), else sha-256;
+	// an unknown one falls back to sha-256.
 	MICAlgorithm string
 }
 
@@ -430,6 +432,15 @@ func OpenMessage(contentType string, body []byte, opts OpenOptions) (*Opened, er
 		}
 	}
 	if mediaType == mediaSigned {
+		if opts.MICAlgorithm == "" {
+			// RFC 4130 §7.3.1: the MIC of a signed message is in the
+			// digest it was signed with (its micalg parameter).
+			if _, params, err := mime.ParseMediaType(o.ContentType); err == nil {
+				if a, err := lookupSignAlg(params["micalg"]); err == nil {
+					micAlg = a.micalg
+				}
+			}
+		}
 		signed, signer, err := VerifySigned(o.ContentType, body, opts.SignerCert)
 		if err != nil {
 			return nil, err
