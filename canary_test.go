@@ -64,8 +64,9 @@ func echo(status int) *httptest.Server {
 }
 
 // TestCanarySecretsNeverLeak sets every secret to a distinct canary (the
-// webhook signing secret and an API key header, the NATS password, the AS2
-// sender's and partner's private keys), runs webhook and AS2 deliveries
+// webhook signing secret, an API key header and a secret in a webhook
+// URL's path, the NATS password, the AS2 sender's and partner's private
+// keys), runs webhook and AS2 deliveries
 // through failures, MDN errors, a panicking handler and dead letters with
 // everything logged, and asserts that no form of a canary appears in the
 // logs (slog and Watermill), the events, the metrics, or the retry and
@@ -74,11 +75,12 @@ func TestCanarySecretsNeverLeak(t *testing.T) {
 	hookSecret := []byte("canary-hook-secret-5e1f9a0c2b7d4")
 	apiKey := "canary-api-key-3b8e"
 	natsPass := "canary-nats-pass-91c4"
+	pathSecret := "CanaryPathSecret7f3d2a" // Slack-style: the URL path is the secret
 	pki, err := as2test.New("CanarySender", "CanaryPartner")
 	if err != nil {
 		t.Fatal(err)
 	}
-	forms := slices.Concat(leaktest.Forms(hookSecret), leaktest.Forms([]byte(apiKey)), leaktest.Forms([]byte(natsPass)),
+	forms := slices.Concat(leaktest.Forms(hookSecret), leaktest.Forms([]byte(apiKey)), leaktest.Forms([]byte(natsPass)), leaktest.Forms([]byte(pathSecret)),
 		leaktest.KeyForms(t, pki.Sender.Key), leaktest.KeyForms(t, pki.Partner.Key))
 
 	srv, err := natsserver.Start(natsserver.Options{User: "fg", Password: natsPass})
@@ -122,7 +124,10 @@ func TestCanarySecretsNeverLeak(t *testing.T) {
 	defer as2MDN.Close()
 
 	hooks := map[string]*webhook.Sender{}
-	for key, url := range map[string]string{"hook-down": hookDown.URL, "hook-bad": hookBad.URL} {
+	// hook-down and hook-refused carry a secret in their URL's path;
+	// hook-refused's port is closed, so its transport error quotes the URL.
+	for key, url := range map[string]string{"hook-down": hookDown.URL + "/services/T0001/B0002/" + pathSecret, "hook-bad": hookBad.URL,
+		"hook-refused": "http://127.0.0.1:1/services/T0001/B0002/" + pathSecret} {
 		cfg := webhook.Config{URL: url, Secret: hookSecret, Scheme: webhook.SchemeBoth,
 			Header: http.Header{"Authorization": {"Bearer " + apiKey}}}
 		slogger.Info("webhook partner", "key", key, "config", cfg)
@@ -198,7 +203,7 @@ func TestCanarySecretsNeverLeak(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pub.Close()
-	keys := []string{"hook-down", "hook-bad", "as2-down", "as2-mdn", "panic"}
+	keys := []string{"hook-down", "hook-bad", "hook-refused", "as2-down", "as2-mdn", "panic"}
 	const per = 2
 	for i := range per {
 		for _, k := range keys {
@@ -243,6 +248,9 @@ func TestCanarySecretsNeverLeak(t *testing.T) {
 		if c := captured[what]; !strings.Contains(c, want) {
 			t.Errorf("%s does not hold %q (the test saw nothing): %.500s", what, want, c)
 		}
+	}
+	if !strings.Contains(captured[dead], "127.0.0.1:1/services/REDACTED/REDACTED/REDACTED") {
+		t.Errorf("dead letters lack the refused partner's transport error with its URL redacted: %.1000s", captured[dead])
 	}
 	if !strings.Contains(captured[dead], "panicked") || !strings.Contains(captured[dead], "authentication-failed") {
 		t.Errorf("dead letters lack the panic or the MDN error: %.1000s", captured[dead])

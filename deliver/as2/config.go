@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"time"
 	"unicode"
+
+	"github.com/floodgate-go/floodgate/internal/redact"
 )
 
 // Defaults applied by [NewSender] to zero fields of [Config].
@@ -238,7 +240,7 @@ func (c Config) Validate() error {
 func (c Config) validateAt(now time.Time) error {
 	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("Config.URL %q: %w", c.URL, ErrURL)
+		return fmt.Errorf("Config.URL %q: %w", redact.HTTPURL(c.URL), ErrURL)
 	}
 	if !ValidAS2ID(c.From) {
 		return fmt.Errorf("Config.From %q: %w", c.From, ErrAS2ID)

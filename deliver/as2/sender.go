@@ -118,12 +118,12 @@ func (s *Sender) send(ctx context.Context, id string, payload []byte, filename s
 
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, bytes.NewReader(out.Body))
 	if err != nil {
-		return nil, &deliver.Error{Kind: deliver.ErrPermanent, Op: opSend, Cause: err}
+		return nil, &deliver.Error{Kind: deliver.ErrPermanent, Op: opSend, Cause: redact.URLError(err)}
 	}
 	req.Header = wireHeader(out.Header)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return nil, &deliver.Error{Kind: deliver.ErrRetryable, Op: opSend, Cause: err}
+		return nil, &deliver.Error{Kind: deliver.ErrRetryable, Op: opSend, Cause: redact.URLError(err)} // no path secret
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, s.cfg.MaxMDNSize+1))

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/floodgate-go/floodgate/internal/redact"
 )
 
 // Format is how a payload goes into the request body.
@@ -133,7 +135,7 @@ func (c Config) Validate() error {
 func (c *Config) validate() error {
 	u, err := url.Parse(c.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("Config.URL %q: %w", c.URL, ErrURL)
+		return fmt.Errorf("Config.URL %q: %w", redact.HTTPURL(c.URL), ErrURL)
 	}
 	if c.BodyFormat != FormatJSON && c.BodyFormat != FormatRaw {
 		return fmt.Errorf("Config.BodyFormat %v: %w", c.BodyFormat, ErrFormat)

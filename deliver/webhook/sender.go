@@ -107,11 +107,11 @@ func (s *Sender) Send(ctx context.Context, id string, payload []byte) error {
 	defer cancel()
 	req, err := s.NewRequest(ctx, id, payload)
 	if err != nil {
-		return &deliver.Error{Kind: deliver.ErrPermanent, Op: opSend, Cause: err}
+		return &deliver.Error{Kind: deliver.ErrPermanent, Op: opSend, Cause: redact.URLError(err)}
 	}
 	resp, err := s.cfg.HTTPClient.Do(req)
 	if err != nil {
-		return &deliver.Error{Kind: deliver.ErrRetryable, Op: opSend, Cause: err}
+		return &deliver.Error{Kind: deliver.ErrRetryable, Op: opSend, Cause: redact.URLError(err)} // no path secret
 	}
 	defer resp.Body.Close()
 	// Read a little of the body for the error message, and drain the rest

@@ -12,21 +12,21 @@ import (
 
 // options are the example's command-line settings.
 type options struct {
-	rate            float64          // messages published per second, over all retailers
-	retailers       int              // AS2 partners the orders go to, in turn
-	faulty          int              // the retailer (1-based) that follows the fault script
-	produceFor      time.Duration    // how long the producer publishes
-	healthyFor      time.Duration    // healthy partner before the outage
-	outage          time.Duration    // partner answers 503
-	outageCalls     int              // the outage lasts also until this many requests; 0 = time only
-	fragile         time.Duration    // partner capacity-limited after the outage
-	fragileCapacity float64          // messages/s the partner takes while fragile
-	capacityAfter   float64          // messages/s the partner takes once healthy; 0 = unlimited
-	nats            natsconn.Options // external NATS; none named = embedded
-	metricsAddr     string           // serve /metrics here; empty = off
-	summary         string           // JSON summary file; empty = none
-	settle          time.Duration    // how long to wait for the backlog after producing
-	quiet           bool             // no timeline
+	rate            float64                  // messages published per second, over all retailers
+	retailers       int                      // AS2 partners the orders go to, in turn
+	faulty          int                      // the retailer (1-based) that follows the fault script
+	produceFor      time.Duration            // how long the producer publishes
+	healthyFor      time.Duration            // healthy partner before the outage
+	outage          time.Duration            // partner answers 503
+	outageCalls     int                      // the outage lasts also until this many requests; 0 = time only
+	fragile         time.Duration            // partner capacity-limited after the outage
+	fragileCapacity float64                  // messages/s the partner takes while fragile
+	capacityAfter   float64                  // messages/s the partner takes once healthy; 0 = unlimited
+	nats            natsconn.Options         // external NATS; none named = embedded
+	metrics         exampleutil.MetricsFlags // -metrics-addr (empty = off), -metrics-tls*
+	summary         string                   // JSON summary file; empty = none
+	settle          time.Duration            // how long to wait for the backlog after producing
+	quiet           bool                     // no timeline
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -46,7 +46,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o.nats.Register(fs) // -s/-server/-nats-url, -context, credentials, TLS; none: an embedded server
 	fs.StringVar(&o.summary, "summary", "", "write a JSON summary to this `file`")
 	fs.DurationVar(&o.settle, "settle", 60*time.Second, "after producing, how long to wait for the backlog to drain, in (0, 1h]")
-	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at `host:port`/metrics, e.g. :9090 (default: off)")
+	o.metrics.Register(fs) // -metrics-addr (a port alone: loopback), -metrics-tlscert/-tlskey/-tlsca
 	fs.BoolVar(&o.quiet, "quiet", false, "do not print the per-second timeline (the summary is printed all the same)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -73,7 +73,7 @@ func (o options) validate() error {
 	}
 	c.Duration("fragile", o.fragile, 0, time.Hour, false)
 	c.Duration("settle", o.settle, 0, time.Hour, true)
-	c.Addr("metrics-addr", o.metricsAddr)
+	o.metrics.Check(&c)
 	c.OutputFile("summary", o.summary) // before the run, not after it
 	return c.Err()
 }

@@ -12,29 +12,29 @@ import (
 
 // options are the example's command-line settings.
 type options struct {
-	vehicles      int              // vans replayed, from the trace's first
-	consumers     int              // webhook consumers; a van's triggers go to one
-	faulty        int              // the consumer (1-based) with the outage
-	slowAt        time.Duration    // the other consumers' slow period starts
-	slowFor       time.Duration    // and lasts
-	slowLatency   time.Duration    // their latency in it
-	speed         float64          // trace seconds per wall second
-	produceFor    time.Duration    // wall time the producer replays the trace
-	dwell         time.Duration    // trace time inside a fence before a dwell trigger
-	healthyFor    time.Duration    // consumer healthy before the spike
-	degraded      time.Duration    // consumer's P99 spike; recovery after it
-	degradedCalls int              // when > 0, recovery after this many degraded requests instead
-	fast          time.Duration    // consumer's normal latency
-	spike         time.Duration    // consumer's slow latency while degraded
-	slowFraction  float64          // share of slow requests while degraded
-	slowCall      time.Duration    // breaker's slow-call threshold
-	timeout       time.Duration    // webhook sender timeout
-	seed          uint64           // breaker jitter seed; 0 = random
-	nats          natsconn.Options // external NATS; none named = embedded
-	metricsAddr   string           // serve /metrics here; empty = off
-	summary       string           // JSON summary file; empty = none
-	settle        time.Duration    // wait for the backlog after producing
-	quiet         bool             // no timeline
+	vehicles      int                      // vans replayed, from the trace's first
+	consumers     int                      // webhook consumers; a van's triggers go to one
+	faulty        int                      // the consumer (1-based) with the outage
+	slowAt        time.Duration            // the other consumers' slow period starts
+	slowFor       time.Duration            // and lasts
+	slowLatency   time.Duration            // their latency in it
+	speed         float64                  // trace seconds per wall second
+	produceFor    time.Duration            // wall time the producer replays the trace
+	dwell         time.Duration            // trace time inside a fence before a dwell trigger
+	healthyFor    time.Duration            // consumer healthy before the spike
+	degraded      time.Duration            // consumer's P99 spike; recovery after it
+	degradedCalls int                      // when > 0, recovery after this many degraded requests instead
+	fast          time.Duration            // consumer's normal latency
+	spike         time.Duration            // consumer's slow latency while degraded
+	slowFraction  float64                  // share of slow requests while degraded
+	slowCall      time.Duration            // breaker's slow-call threshold
+	timeout       time.Duration            // webhook sender timeout
+	seed          uint64                   // breaker jitter seed; 0 = random
+	nats          natsconn.Options         // external NATS; none named = embedded
+	metrics       exampleutil.MetricsFlags // -metrics-addr (empty = off), -metrics-tls*
+	summary       string                   // JSON summary file; empty = none
+	settle        time.Duration            // wait for the backlog after producing
+	quiet         bool                     // no timeline
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -59,8 +59,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.slowCall, "slow-call", 200*time.Millisecond, "breaker's slow-call threshold: a slower call is a failure, in (0, 1m]")
 	fs.DurationVar(&o.timeout, "timeout", 2*time.Second, "webhook request timeout, in (0, 1m]")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the breaker's open-window jitter; 0 draws a random one")
-	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at `host:port`/metrics, e.g. :9090 (default: off)")
-	o.nats.Register(fs) // -s/-server/-nats-url, -context, credentials, TLS; none: an embedded server
+	o.metrics.Register(fs) // -metrics-addr (a port alone: loopback), -metrics-tlscert/-tlskey/-tlsca
+	o.nats.Register(fs)    // -s/-server/-nats-url, -context, credentials, TLS; none: an embedded server
 	fs.StringVar(&o.summary, "summary", "", "write a JSON summary to this `file`")
 	fs.DurationVar(&o.settle, "settle", 40*time.Second, "after producing, how long to wait for the backlog to drain, in (0, 1h]")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not print the per-second timeline (the summary is printed all the same)")
@@ -93,7 +93,7 @@ func (o options) validate() error {
 	c.Duration("slow-call", o.slowCall, 0, time.Minute, true)
 	c.Duration("timeout", o.timeout, 0, time.Minute, true)
 	c.Duration("settle", o.settle, 0, time.Hour, true)
-	c.Addr("metrics-addr", o.metricsAddr)
+	o.metrics.Check(&c)
 	c.OutputFile("summary", o.summary) // before the run, not after it
 	if o.slowLatency >= o.slowCall {
 		c.Failf("-slow-latency (%v) must be below -slow-call (%v): the slow period degrades a consumer without tripping its breaker", o.slowLatency, o.slowCall)

@@ -289,7 +289,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	calls := &callLog{slowCall: o.slowCall, before: map[string]int{}}
 	mctx, stopMetrics := context.WithCancel(ctx)
 	defer stopMetrics()
-	reg, err := exampleutil.StartMetrics(mctx, o.metricsAddr) // nil when -metrics-addr is off
+	reg, _, err := o.metrics.Start(mctx) // nil when -metrics-addr is off
 	if err != nil {
 		return nil, err
 	}

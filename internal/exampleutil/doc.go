@@ -7,7 +7,9 @@
 //     context and a confirming publisher; the streams it provisions are
 //     deleted again on an external server by [NATS.Close], so a run leaves
 //     it as it found it.
-//   - [StartMetrics]: a Prometheus registry served at -metrics-addr, for
+//   - [MetricsFlags]: a Prometheus registry served at -metrics-addr (a
+//     port alone binds to loopback), over HTTPS with -metrics-tlscert and
+//     -metrics-tlskey, mTLS with -metrics-tlsca, for
 //     floodgate.Config.Metrics.
 //   - [Counters] and [PartnerCounters]: what the middleware and each
 //     partner's breaker reported, for the per-second timeline and the

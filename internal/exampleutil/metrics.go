@@ -2,29 +2,94 @@ package exampleutil
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate-go/floodgate/metrics"
 )
 
-// StartMetrics serves Prometheus metrics at addr's /metrics until ctx
-// ends, from a registry of its own, and returns that registry for
-// floodgate.Config.Metrics. An empty addr turns metrics off: it returns a
-// nil Registerer (an untyped nil, so Config.Metrics is unset). It returns
-// an error naming -metrics-addr when the address cannot be listened on.
-func StartMetrics(ctx context.Context, addr string) (prometheus.Registerer, error) {
-	if addr == "" {
-		return nil, nil
+// MetricsFlags are an example's metrics endpoint flags: -metrics-addr,
+// -metrics-tlscert, -metrics-tlskey and -metrics-tlsca. The zero value
+// serves nothing.
+type MetricsFlags struct {
+	// Addr is host:port; "" turns metrics off. A port alone (":9090")
+	// binds to loopback, 127.0.0.1 (see [LoopbackByDefault]).
+	Addr string
+	// TLSCert and TLSKey, both or neither, serve HTTPS with this
+	// certificate and key (PEM files).
+	TLSCert, TLSKey string
+	// TLSCA, with TLSCert and TLSKey, requires scrapers to present a
+	// client certificate chained to this CA bundle (mTLS).
+	TLSCA string
+}
+
+// Register adds the flags to fs.
+func (m *MetricsFlags) Register(fs *flag.FlagSet) {
+	fs.StringVar(&m.Addr, "metrics-addr", "", "serve Prometheus metrics at `host:port`/metrics; a port alone (:9090) binds to 127.0.0.1, 0.0.0.0:9090 or [::]:9090 to every interface (default: off)")
+	fs.StringVar(&m.TLSCert, "metrics-tlscert", "", "serve metrics over HTTPS with this certificate `file` (PEM; with -metrics-tlskey)")
+	fs.StringVar(&m.TLSKey, "metrics-tlskey", "", "private key `file` of -metrics-tlscert (PEM)")
+	fs.StringVar(&m.TLSCA, "metrics-tlsca", "", "require scrapers' client certificates chained to this CA `file` (PEM; needs -metrics-tlscert)")
+}
+
+// Check adds the flags' errors to c: a bad address, a certificate
+// without its key, a CA without a certificate.
+func (m MetricsFlags) Check(c *FlagCheck) {
+	c.Addr("metrics-addr", m.Addr)
+	if (m.TLSCert == "") != (m.TLSKey == "") {
+		c.Failf("-metrics-tlscert and -metrics-tlskey go together: give both or neither")
+	}
+	if m.TLSCA != "" && m.TLSCert == "" {
+		c.Failf("-metrics-tlsca needs -metrics-tlscert and -metrics-tlskey (mTLS is on top of HTTPS)")
+	}
+	if m.Addr == "" && m.TLSCert != "" {
+		c.Failf("-metrics-tlscert needs -metrics-addr")
+	}
+}
+
+// Start serves the metrics as the flags say until ctx ends, from a
+// registry of its own, and returns that registry (a nil Registerer when
+// Addr is "") and the bound address. The error names the flag.
+func (m MetricsFlags) Start(ctx context.Context) (prometheus.Registerer, net.Addr, error) {
+	if m.Addr == "" {
+		return nil, nil, nil
 	}
 	reg := prometheus.NewRegistry()
-	if _, err := metrics.Start(ctx, addr, reg); err != nil {
-		return nil, fmt.Errorf("-metrics-addr: %w", err)
+	addr := LoopbackByDefault(m.Addr)
+	var (
+		bound net.Addr
+		err   error
+	)
+	if m.TLSCert != "" {
+		cfg, terr := metrics.TLSConfig(m.TLSCert, m.TLSKey, m.TLSCA)
+		if terr != nil {
+			return nil, nil, fmt.Errorf("-metrics-tlscert/-metrics-tlskey/-metrics-tlsca: %w", terr)
+		}
+		bound, err = metrics.StartTLS(ctx, addr, reg, cfg)
+	} else {
+		bound, err = metrics.Start(ctx, addr, reg)
 	}
-	return reg, nil
+	if err != nil {
+		return nil, nil, fmt.Errorf("-metrics-addr: %w", err)
+	}
+	return reg, bound, nil
+}
+
+// LoopbackByDefault returns addr with an empty host replaced by
+// 127.0.0.1: ":9090" serves this machine only. Every interface must be
+// asked for by name, "0.0.0.0:9090" or "[::]:9090", so an example never
+// exposes its metrics by accident. An addr that does not split is
+// returned unchanged (the listen error then names it).
+func LoopbackByDefault(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || strings.TrimSpace(host) != "" {
+		return addr
+	}
+	return net.JoinHostPort("127.0.0.1", port)
 }
 
 // Addr checks that flag -name's v is empty (off) or a host:port address.

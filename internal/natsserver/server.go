@@ -1,6 +1,7 @@
 package natsserver
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -44,6 +45,12 @@ type Options struct {
 	// with User).
 	// Optional. Default "": no token authentication.
 	Token string
+	// TLS, when set, makes the server require TLS on client connections
+	// with this config; a config with ClientAuth
+	// tls.RequireAndVerifyClientCert also requires client certificates
+	// (mTLS). See tls.go.
+	// Optional. Default nil: plain TCP.
+	TLS *tls.Config
 }
 
 // ErrInvalidPort is returned by [Start] when [Options.Port] is outside -1..65535.
@@ -114,6 +121,7 @@ func (s *Server) start(port int) error {
 		Password:      s.opts.Password,
 		Authorization: s.opts.Token,
 	}
+	s.applyTLS(so)
 	srv, err := server.NewServer(so)
 	if err != nil {
 		return fmt.Errorf("natsserver: %w", err)

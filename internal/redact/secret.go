@@ -61,9 +61,10 @@ func Header(h http.Header) map[string]string {
 	return out
 }
 
-// HTTPURL returns the http(s) URL s with its user information and the
-// values of its query replaced by [Marker]; a URL that does not parse is
-// replaced whole.
+// HTTPURL returns the http(s) URL s with its user information, the
+// values of its query and every path segment that may be a secret
+// ([Path]) replaced by [Marker], and its fragment dropped; a URL that does
+// not parse is replaced whole. Scheme, host and port are kept.
 func HTTPURL(s string) string {
 	if s == "" {
 		return ""
@@ -83,6 +84,11 @@ func HTTPURL(s string) string {
 		u.RawQuery = q.Encode()
 	}
 	u.Fragment, u.RawFragment = "", ""
+	if u.Opaque != "" {
+		u.Opaque = Marker
+	}
+	// The kept segments are plain words and Marker: nothing to escape.
+	u.Path, u.RawPath = Path(u.EscapedPath()), ""
 	return u.String()
 }
 
