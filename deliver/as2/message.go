@@ -97,7 +97,7 @@ func (s *Sender) buildAt(id string, payload []byte, now time.Time) (*Outbound, e
 	if s.cfg.MDNMode != MDNNone {
 		h.Set("Disposition-Notification-To", s.cfg.MDNTo)
 	}
-	if s.cfg.MDNCert != nil {
+	if s.cfg.signedMDN() {
 		// RFC 4130 §7.3: ask for a signed receipt with a MIC in our digest,
 		// "required" when the profile demands it (RFC 3798 §2.2).
 		importance := "optional"
@@ -125,7 +125,7 @@ func (s *Sender) signStep() bodyStep {
 // encryptStep returns the body step that encrypts the entity to the partner.
 func (s *Sender) encryptStep() bodyStep {
 	return func(e entity) (entity, error) {
-		return encryptEntity(e.canonical(), s.cfg.EncryptionCert, s.enc)
+		return encryptEntity(e.canonical(), s.EncryptionCertAt(s.cfg.now()), s.enc)
 	}
 }
 
