@@ -441,22 +441,40 @@ func (b *Breaker) unlockAndDispatch() {
 // ForceOpen isolates the dependency: the breaker opens (if not already) and
 // stays open, rejecting every call with [ErrOpen], ignoring its window and
 // health check, until [Breaker.ForceClose] or [Breaker.Reset]. It is not a
-// trip: the backoff ladder is unchanged.
-func (b *Breaker) ForceOpen() {
+// trip: the backoff ladder is unchanged. The transition's reason is
+// "forced open"; [Breaker.ForceOpenReason] records why.
+func (b *Breaker) ForceOpen() { b.forceOpen(fleetReasonForcedOpen) }
+
+// ForceOpenReason is [Breaker.ForceOpen] with a reason: the transition's
+// Reason (and, in a fleet, the shared state's, which "floodgate status"
+// shows) is "forced open: " + reason. Use it when the program, not an
+// operator, isolates the dependency, e.g. a partner parked for a bad
+// certificate, so the operator sees why. reason is free text (keep it
+// short, one line, and free of secrets); "" is the same as ForceOpen.
+// Safe for concurrent use.
+func (b *Breaker) ForceOpenReason(reason string) {
+	if reason == "" {
+		b.ForceOpen()
+		return
+	}
+	b.forceOpen(fleetReasonForcedOpen + ": " + reason)
+}
+
+func (b *Breaker) forceOpen(reason string) {
 	now := b.nowNs()
 	b.mu.Lock()
 	b.forced = true
 	already := b.state == StateOpen
 	if !already {
 		b.window, b.step = 0, 0
-		b.enterLocked(StateOpen, now, "forced open", 0)
+		b.enterLocked(StateOpen, now, reason, 0)
 	} else {
 		b.openUntil.Store(math.MaxInt64)
 	}
 	b.armLocked(now)
 	b.unlockAndDispatch()
 	if already {
-		b.tellFleet(StateOpen, now, "forced open")
+		b.tellFleet(StateOpen, now, reason)
 	}
 }
 

@@ -790,7 +790,7 @@ func (f *Fleet) merge(r SharedState, ev Transition) (next SharedState, ok bool) 
 	openNow := r.State == StateOpen && (r.Forced || r.OpenUntil.After(ev.At))
 	switch ev.To {
 	case StateOpen:
-		if ev.Reason == fleetReasonForcedOpen {
+		if forcedOpenReason(ev.Reason) {
 			if r.State == StateOpen && r.Forced {
 				return r, false
 			}
@@ -840,7 +840,13 @@ func (f *Fleet) merge(r SharedState, ev Transition) (next SharedState, ok bool) 
 // operatorReason reports the reason of a command ([Breaker.ForceOpen],
 // [Breaker.ForceClose], [Breaker.Reset]), which applies whatever the period.
 func operatorReason(reason string) bool {
-	return reason == fleetReasonForcedOpen || reason == fleetReasonForcedClosed || reason == fleetReasonReset
+	return forcedOpenReason(reason) || reason == fleetReasonForcedClosed || reason == fleetReasonReset
+}
+
+// forcedOpenReason reports the reason of [Breaker.ForceOpen] or
+// [Breaker.ForceOpenReason]: "forced open", or "forced open: " and why.
+func forcedOpenReason(reason string) bool {
+	return reason == fleetReasonForcedOpen || strings.HasPrefix(reason, fleetReasonForcedOpen+": ")
 }
 
 // sharedPeriod identifies the half-open period of r: the epoch at which the

@@ -149,6 +149,7 @@ const (
 	fateNotAttempted             // diverted as not attempted, no attempt counted
 	fatePermanent                // dead-lettered as permanent
 	fateWarned                   // delivered with a warning (deliver.Warning)
+	fateParked                   // the partner parked (deliver.ParkError), diverted for failure
 )
 
 func (g *guard) wrap(h message.HandlerFunc) message.HandlerFunc {
@@ -345,6 +346,9 @@ func (g *guard) failed(msg *message.Message, c *call) error {
 		return g.divert(msg, ev, c.key, retryqueue.ReasonNotAttempted, "", c.err)
 	case fatePermanent:
 		return g.deadLetter(msg, ev, c.key, retryqueue.DeadReasonPermanent, c.err)
+	case fateParked:
+		g.park(msg, c)
+		return g.divert(msg, ev, c.key, retryqueue.ReasonFailure, ReasonParked, c.err)
 	}
 	return g.divert(msg, ev, c.key, retryqueue.ReasonFailure, "", c.err)
 }
@@ -483,14 +487,16 @@ func (g *guard) panicked(msg *message.Message, c *call, v any) {
 //
 //  1. nil, or a [deliver.Warning] in err's chain: a success; the message
 //     is delivered (with the warning in its event).
-//  2. [ErrNotAttempted] in err's chain: the permit is cancelled (nothing
+//  2. a [deliver.ParkError] in err's chain: neutral; the partner is
+//     parked (see park) and the message diverted for failure.
+//  3. [ErrNotAttempted] in err's chain: the permit is cancelled (nothing
 //     counted) and the message diverted as not attempted.
-//  3. shutdown (the message's own context cancelled during the call): the
+//  4. shutdown (the message's own context cancelled during the call): the
 //     permit is cancelled, a probe's too (a half-open breaker waits for
 //     evidence; MaxProbeWait expires a probe never reported); the message
 //     is diverted for failure, so it is not lost.
-//  4. [Config.IsPermanent]: neutral (the partner answered); dead-lettered.
-//  5. otherwise the Classifier of the breaker that admitted c decides the
+//  5. [Config.IsPermanent]: neutral (the partner answered); dead-lettered.
+//  6. otherwise the Classifier of the breaker that admitted c decides the
 //     outcome (default: a failure), and the message is diverted for failure with its attempt
 //     counted, whatever the Classifier said: the partner was contacted and
 //     the message not delivered.
@@ -506,6 +512,8 @@ func (g *guard) judge(c *call, shutdown bool) (o breaker.Outcome, f fate, cancel
 		return breaker.OutcomeSuccess, fateRetry, false
 	case deliver.IsWarning(err):
 		return breaker.OutcomeSuccess, fateWarned, false
+	case deliver.AsPark(err) != nil:
+		return breaker.OutcomeNeutral, fateParked, false
 	case errors.Is(err, ErrNotAttempted):
 		return breaker.OutcomeNeutral, fateNotAttempted, true
 	case shutdown:

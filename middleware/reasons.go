@@ -39,4 +39,11 @@ const (
 	// [partner.ErrInvalidConfig], also logged). Replay it once the
 	// Override is fixed.
 	DeadReasonPartnerConfig = "partner-config"
+
+	// ReasonParked is the [Event.Reason] of a message whose handler
+	// returned a [deliver.ParkError] (a partner's certificate not trusted,
+	// for example): the partner's breaker is forced open with the error as
+	// its reason (see park.go) and the message diverted for failure
+	// ([retryqueue.ReasonFailure] in its metadata, its attempt counted).
+	ReasonParked = "parked"
 )

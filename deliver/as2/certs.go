@@ -73,6 +73,13 @@ type ProfileFiles struct {
 	EncryptionCert string
 	// MDNCert is the partner's MDN-signing certificate. Sets Config.MDNCert.
 	MDNCert string
+	// NextMDNCert and NextEncryptionCert are the partner's next
+	// certificates during a rollover. Set Config.NextMDNCert and
+	// Config.NextEncryptionCert (Config.NextEncryptionFrom comes with cfg).
+	NextMDNCert, NextEncryptionCert string
+	// TrustRoots holds the CA certificates of the CA model (every
+	// "CERTIFICATE" block of the file). Sets Config.TrustRoots.
+	TrustRoots string
 }
 
 // LoadProfile reads the PEM files named by files into a copy of cfg (which
@@ -80,7 +87,8 @@ type ProfileFiles struct {
 // [Config.Validate] and returns it. Errors name the file and the field: a
 // file that cannot be read or parsed wraps [ErrPEM]; the validation errors
 // are those of Config.Validate (an expired certificate, a key that does not
-// match its certificate, a missing key, an unknown algorithm, ...).
+// match its certificate, a missing key, an unknown algorithm, a certificate
+// not chained to TrustRoots, ...), checked at cfg.Now.
 func LoadProfile(cfg Config, files ProfileFiles) (Config, error) {
 	var err error
 	if files.SigningCert != "" {
@@ -101,6 +109,22 @@ func LoadProfile(cfg Config, files ProfileFiles) (Config, error) {
 	if files.MDNCert != "" {
 		if cfg.MDNCert, err = LoadCertificate(files.MDNCert); err != nil {
 			return Config{}, fmt.Errorf("ProfileFiles.MDNCert: %w", err)
+		}
+	}
+	for _, f := range []struct {
+		name, path string
+		dst        **x509.Certificate
+	}{{"NextMDNCert", files.NextMDNCert, &cfg.NextMDNCert}, {"NextEncryptionCert", files.NextEncryptionCert, &cfg.NextEncryptionCert}} {
+		if f.path == "" {
+			continue
+		}
+		if *f.dst, err = LoadCertificate(f.path); err != nil {
+			return Config{}, fmt.Errorf("ProfileFiles.%s: %w", f.name, err)
+		}
+	}
+	if files.TrustRoots != "" {
+		if cfg.TrustRoots, err = LoadCertPool(files.TrustRoots); err != nil {
+			return Config{}, fmt.Errorf("ProfileFiles.TrustRoots: %w", err)
 		}
 	}
 	if err := cfg.Validate(); err != nil {

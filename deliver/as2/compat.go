@@ -105,13 +105,14 @@ func (s *Sender) encodePayload(e entity) entity {
 func (s *Sender) encrypt(content []byte) (entity, error) {
 	var e entity
 	var err error
+	cert := s.EncryptionCertAt(s.cfg.now())
 	switch strings.ToLower(strings.TrimSpace(s.cfg.KeyTransport)) {
 	case KeyTransportOAEPSHA256:
-		e, err = encryptEntityOAEP(content, s.cfg.EncryptionCert, s.enc, oaepSHA256)
+		e, err = encryptEntityOAEP(content, cert, s.enc, oaepSHA256)
 	case KeyTransportOAEPSHA1:
-		e, err = encryptEntityOAEP(content, s.cfg.EncryptionCert, s.enc, oaepSHA1)
+		e, err = encryptEntityOAEP(content, cert, s.enc, oaepSHA1)
 	default:
-		e, err = encryptEntity(content, s.cfg.EncryptionCert, s.enc)
+		e, err = encryptEntity(content, cert, s.enc)
 	}
 	if err != nil || !s.cfg.TransferBase64 {
 		return e, err

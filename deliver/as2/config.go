@@ -118,6 +118,43 @@ type Config struct {
 	// Must be valid when the Sender is created.
 	MDNCert *x509.Certificate
 
+	// NextMDNCert, NextEncryptionCert, NextEncryptionFrom, TrustRoots and
+	// Now are the trust model and the certificate rollover: see trust.go
+	// and [Sender.VerifyMDNAt].
+
+	// NextMDNCert is the partner's next MDN-signing certificate, during its
+	// certificate rollover: an MDN signed by MDNCert or by NextMDNCert is
+	// accepted (each only within its validity period at the MDN's time).
+	// Optional. Requires MDNCert (or TrustRoots). It may be not yet valid
+	// when the Sender is created, but not expired.
+	NextMDNCert *x509.Certificate
+	// NextEncryptionCert is the partner's next encryption certificate:
+	// from NextEncryptionFrom on (by Now) messages are encrypted to it,
+	// before it to EncryptionCert. Optional. Requires EncryptionCert and
+	// NextEncryptionFrom; an RSA certificate, valid at NextEncryptionFrom,
+	// not expired when the Sender is created.
+	NextEncryptionCert *x509.Certificate
+	// NextEncryptionFrom is when NextEncryptionCert replaces
+	// EncryptionCert (the partner's announced switch date). Required with
+	// NextEncryptionCert; ignored without it.
+	NextEncryptionFrom time.Time
+	// TrustRoots selects the CA model: nil (the default) is the pinned
+	// model, where an MDN must be signed by exactly MDNCert or NextMDNCert
+	// (often self-signed), and nothing else is trusted. With a pool, every
+	// partner certificate configured here (EncryptionCert, MDNCert and
+	// their Next ones) must chain to it, checked when the Sender is
+	// created, an MDN signer must be one of them or chain to it at the
+	// MDN's time, and a signed MDN is asked for even without MDNCert.
+	// Put the partner's private CA here, with any intermediate CA that
+	// issues its certificates: every certificate it issued is accepted.
+	// Optional.
+	TrustRoots *x509.CertPool
+	// Now tells the time that certificates are checked against: when the
+	// Sender is created, at every MDN, and for the switch to
+	// NextEncryptionCert. Optional. Default time.Now. Tests inject a
+	// clock. Must be safe for concurrent use.
+	Now func() time.Time
+
 	// MDNMode is how the partner answers: [MDNSync] (the default) asks for
 	// a synchronous MDN, and a 2xx answer without one is delivered,
 	// unconfirmed (a [deliver.Warning], never resent: the partner has the
@@ -230,10 +267,12 @@ func (c *Config) setDefaults() {
 // [ErrURL], [ErrAS2ID], [ErrContentType], [ErrHeaderValue],
 // [ErrMessageIDDomain], [ErrNegative], [ErrMDNMode], [ErrAlgorithm], [ErrMissingKey],
 // [ErrMissingCert], [ErrKeyMismatch], [ErrKeyType], [ErrCertExpired],
-// [ErrCertNotYetValid] or [ErrFilename]. Certificates are checked against the current time.
+// [ErrCertNotYetValid] (as a [*TrustError], with [ErrCertNotPinned] and
+// [ErrCertUntrusted], see trust.go), [ErrRollover] or [ErrFilename]. Certificates are
+// checked against Config.Now (default: the current time).
 func (c Config) Validate() error {
 	c.setDefaults()
-	return c.validateAt(time.Now())
+	return c.validateAt(c.now())
 }
 
 // validateAt requires defaults set; it checks certificates against now.
@@ -284,8 +323,8 @@ func (c Config) validateMDN() error {
 		return fmt.Errorf("Config.MDNMode %q: %w", c.MDNMode, ErrMDNMode)
 	case c.MDNMode == MDNNone && (c.MDNCert != nil || c.RequireSignedMDN || c.RequireMIC):
 		return fmt.Errorf("Config.MDNMode %q with MDNCert, RequireSignedMDN or RequireMIC: %w: no MDN is asked for", c.MDNMode, ErrMDNMode)
-	case c.RequireSignedMDN && c.MDNCert == nil:
-		return fmt.Errorf("Config.MDNCert: %w: RequireSignedMDN needs the certificate that signs the MDNs", ErrMissingCert)
+	case c.RequireSignedMDN && c.MDNCert == nil && c.TrustRoots == nil:
+		return fmt.Errorf("Config.MDNCert: %w: RequireSignedMDN needs the certificate that signs the MDNs (or TrustRoots)", ErrMissingCert)
 	}
 	return nil
 }
@@ -315,7 +354,7 @@ func (c Config) validateSecurity(now time.Time) error {
 			return fmt.Errorf("Config.SigningKey: %w", err)
 		}
 	}
-	if c.EncryptionCert != nil {
+	if c.EncryptionCert != nil && !c.rolledOver(now) {
 		if err := checkValidity(c.EncryptionCert, now); err != nil {
 			return fmt.Errorf("Config.EncryptionCert: %w", err)
 		}
@@ -328,7 +367,7 @@ func (c Config) validateSecurity(now time.Time) error {
 			return fmt.Errorf("Config.MDNCert: %w", err)
 		}
 	}
-	return nil
+	return c.validateTrust(now)
 }
 
 func hasControl(s string) bool {

@@ -68,8 +68,9 @@
 // understood, without verification ([MDN.Signed] set, [MDN.Verified] not).
 // With it, every request asks for a signed MDN with a MIC in our digest,
 // as "optional", or "required" with Config.RequireSignedMDN (RFC 4130
-// §7.3, RFC 3798 §2.2), and [VerifyMDN] checks the signature against
-// exactly that certificate. Every answer has one outcome, per partner:
+// §7.3, RFC 3798 §2.2), and [Sender.VerifyMDNAt] checks the signature and
+// its signer against the trust model (below). Every answer has one
+// outcome, per partner:
 //
 //	answer (HTTP 2xx)                             outcome
 //	no MDN, or an unreadable one (MDNSync)        warning "unconfirmed"
@@ -77,6 +78,7 @@
 //	"processed", unsigned, signed one optional    warning "mdn-unsigned"
 //	"processed", unsigned, signed one required    permanent, ErrMDNUnsigned
 //	signature does not verify                     permanent, ErrMDNSignature
+//	signer not trusted (see Trust)                parked, retryable, *TrustError in a deliver.ParkError
 //	"processed", no MIC, signed MDN asked for     warning "mic-missing" (permanent with RequireMIC)
 //	"processed", MIC differs                      permanent, ErrMICMismatch (warning "mic-mismatch" with WarnOnMICMismatch)
 //	not "processed", or another Message-ID        permanent
@@ -85,6 +87,22 @@
 // partner received our bytes, so the message goes to the dead letters for
 // an operator to look at, never resent by itself; downgrade it for a
 // partner known to compute its MIC differently.
+//
+// # Trust
+//
+// Config.TrustRoots chooses the trust model of the partner's certificates:
+// nil is the pinned model (an MDN must be signed by exactly Config.MDNCert
+// or, during a rollover, Config.NextMDNCert; often self-signed), a pool
+// the CA model (every configured partner certificate, and any MDN signer,
+// must chain to it). Certificates are used only within their validity
+// period by Config.Now, checked at load and at every MDN. Failures are
+// [*TrustError] values wrapping [ErrCertExpired], [ErrCertNotYetValid],
+// [ErrCertNotPinned] or [ErrCertUntrusted]. [Sender.Send] returns an
+// untrusted MDN signer as a [deliver.ParkError]: the floodgate middleware
+// then parks the partner (its breaker forced open with the reason, the
+// messages kept in the retry stream) until an operator fixes the profile
+// and runs "floodgate close". Config.NextEncryptionCert replaces
+// Config.EncryptionCert at Config.NextEncryptionFrom.
 //
 // # Profiles and the receiving side
 //

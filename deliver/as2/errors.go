@@ -41,6 +41,19 @@ var (
 	// ErrKeyType: a key cannot be used: signing needs an RSA or ECDSA key,
 	// encryption (RSA key transport) an RSA certificate.
 	ErrKeyType = errors.New("as2: unsupported key type")
+	// ErrCertNotPinned: in the pinned model (Config.TrustRoots nil) an MDN
+	// is signed by a certificate other than Config.MDNCert and
+	// Config.NextMDNCert (the signature itself verifies with the
+	// certificate it carries). Returned inside a [*TrustError].
+	ErrCertNotPinned = errors.New("as2: certificate is not the pinned one")
+	// ErrCertUntrusted: in the CA model a certificate (configured, or an
+	// MDN's signer) does not chain to Config.TrustRoots. Returned inside a
+	// [*TrustError].
+	ErrCertUntrusted = errors.New("as2: certificate does not chain to the trusted CA")
+	// ErrRollover: Config.NextEncryptionCert or Config.NextMDNCert is set
+	// without what it replaces (EncryptionCert, MDNCert), or
+	// NextEncryptionFrom is zero or outside NextEncryptionCert's validity.
+	ErrRollover = errors.New("as2: certificate rollover needs the current certificate and a switch date within the next one's validity")
 	// ErrPEM: a PEM file cannot be read or holds no usable block.
 	ErrPEM = errors.New("as2: bad PEM file")
 )

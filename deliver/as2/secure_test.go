@@ -338,7 +338,7 @@ func TestSendSignedMDNChecks(t *testing.T) {
 		}, []error{as2.ErrMICMissing}, deliver.ErrPermanent, func(c *as2.Config) { c.RequireMIC = true }},
 		{"signed by another key", func(t *testing.T, w http.ResponseWriter, msgID, mic string) {
 			signAndWrite(t, w, reportEntity(notification(msgID, "processed", mic)), other, nil)
-		}, []error{as2.ErrMDNSignature, as2.ErrSignature}, deliver.ErrPermanent, nil},
+		}, []error{as2.ErrCertNotPinned}, deliver.ErrParked, nil}, // the pinned model: trust.go
 		{"tampered disposition", func(t *testing.T, w http.ResponseWriter, msgID, mic string) {
 			signAndWrite(t, w, reportEntity(notification(msgID, "failed/failure: nope", mic)), pki.Partner, func(b []byte) []byte {
 				return bytes.Replace(b, []byte("failed/failure: nope"), []byte("processed           "), 1)

@@ -97,6 +97,12 @@ func (s *Sender) Config() Config { return s.cfg }
 //     ([ErrMDNUnsigned]) and a missing MIC with Config.RequireMIC
 //     ([ErrMICMissing]).
 //
+// A signed MDN whose signer is not trusted (see [Sender.VerifyMDNAt]:
+// expired or not yet valid at Config.Now, not the pinned certificate, not
+// chained to Config.TrustRoots) gives a [*deliver.ParkError] (reason
+// [deliver.ParkAS2Trust]) holding a retryable [*deliver.Error] whose cause
+// is the [*TrustError]: the partner is parked, the message kept.
+//
 // When an MDN was read but rejected, Send returns it together with the
 // error. Without Config.MDNCert, an MDN without Original-Message-ID, or
 // without Received-Content-MIC (unless Config.RequireMIC), or with a MIC in
@@ -150,9 +156,12 @@ func (s *Sender) send(ctx context.Context, id string, payload []byte, filename s
 	}
 	var warns receiptWarnings
 	mdn, err := s.readMDN(resp.Header.Get("Content-Type"), body, &warns)
+	var untrusted *TrustError
 	switch {
 	case errors.Is(err, ErrNoMDN) || errors.Is(err, ErrMalformedMDN):
 		return nil, unconfirmed(resp.StatusCode, err)
+	case errors.As(err, &untrusted):
+		return mdn, park(resp.StatusCode, mdn, err)
 	case err != nil:
 		de := &deliver.Error{Kind: deliver.ErrPermanent, Op: opSend, StatusCode: resp.StatusCode, Cause: err}
 		if mdn != nil {
@@ -203,10 +212,10 @@ func (w *receiptWarnings) err() error {
 // an error; an unsigned MDN that reports a failure wraps both
 // ErrMDNUnsigned and ErrNotProcessed.
 func (s *Sender) readMDN(contentType string, body []byte, warns *receiptWarnings) (*MDN, error) {
-	if s.cfg.MDNCert == nil {
+	if !s.cfg.signedMDN() {
 		return ParseMDN(contentType, body)
 	}
-	mdn, err := VerifyMDN(contentType, body, s.cfg.MDNCert)
+	mdn, err := s.VerifyMDNAt(contentType, body, s.cfg.now())
 	if errors.Is(err, ErrMDNUnsigned) && mdn != nil {
 		switch {
 		case !mdn.Processed():
@@ -231,7 +240,7 @@ func (s *Sender) verifyMDN(out *Outbound, mdn *MDN, warns *receiptWarnings) erro
 	if !mdn.Processed() {
 		return fmt.Errorf("%w: %s", ErrNotProcessed, mdn.DispositionField)
 	}
-	requested := s.cfg.MDNCert != nil
+	requested := s.cfg.signedMDN()
 	if mdn.ReceivedContentMIC == "" {
 		err := fmt.Errorf("%w: sent %q", ErrMICMissing, out.MIC)
 		switch {

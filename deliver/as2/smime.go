@@ -319,7 +319,7 @@ func verifyDetached(content, der []byte, cert *x509.Certificate) (*x509.Certific
 		return nil, fmt.Errorf("%w: the signer's certificate is not in the signature", ErrSignature)
 	}
 	if err := p7.Verify(); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrSignature, err)
+		return nil, fmt.Errorf("%w: %w", ErrSignature, err)
 	}
 	return signer, nil
 }
