@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"path"
 	"strings"
 	"sync"
 	"time"
@@ -36,7 +37,8 @@ type AsyncConfig struct {
 	// Receipt-Delivery-Option URL is allowed when its scheme and host
 	// equal an entry's, case-insensitively (with the port when the entry
 	// has one; an entry without a port allows any port of its host), and
-	// its path starts with the entry's path; userinfo is never allowed.
+	// its path, dot segments removed, is the entry's path or below it;
+	// userinfo is never allowed.
 	// Hosts are compared by name, not by the address they resolve to: list
 	// names you trust. Optional.
 	// Default none: a request asking for an asynchronous MDN is refused
@@ -91,12 +93,26 @@ func (c AsyncConfig) allowed(raw string) bool {
 			continue
 		}
 		host := strings.EqualFold(au.Host, u.Host) || (au.Port() == "" && strings.EqualFold(au.Hostname(), u.Hostname()))
-		if strings.EqualFold(au.Scheme, u.Scheme) && host &&
-			strings.HasPrefix(u.EscapedPath(), au.EscapedPath()) {
+		if strings.EqualFold(au.Scheme, u.Scheme) && host && underPath(u.EscapedPath(), au.EscapedPath()) {
 			return true
 		}
 	}
 	return false
+}
+
+// underPath reports whether the request path p is the allowed path prefix
+// or below it, segment-wise, after removing dot segments ("/mdn/../admin"
+// is not under "/mdn", nor is "/mdnx").
+func underPath(p, prefix string) bool {
+	prefix = strings.TrimSuffix(prefix, "/")
+	if prefix == "" {
+		return true
+	}
+	if p == "" {
+		p = "/"
+	}
+	p = path.Clean(p)
+	return p == prefix || strings.HasPrefix(p, prefix+"/")
 }
 
 // AsyncStats counts asynchronous receipts.

@@ -109,6 +109,8 @@ func TestAsyncReceiptURLRestricted(t *testing.T) {
 		{"other host", []string{"http://partner.example"}, victim.srv.URL},
 		{"other port", []string{allowed.srv.URL}, victim.srv.URL},
 		{"path outside prefix", []string{victim.srv.URL + "/mdn"}, victim.srv.URL + "/admin"},
+		{"dot segments", []string{victim.srv.URL + "/mdn"}, victim.srv.URL + "/mdn/../admin"},
+		{"longer segment", []string{victim.srv.URL + "/mdn"}, victim.srv.URL + "/mdnx"},
 		{"userinfo", []string{"http://127.0.0.1"}, "http://127.0.0.1@" + strings.TrimPrefix(victim.srv.URL, "http://")},
 		{"other scheme", []string{"http://127.0.0.1"}, "mailto:ops@example.com"},
 	} {
