@@ -104,7 +104,7 @@ var (
 		middleware.ReasonPartnerLimit, middleware.ReasonBulkhead}
 	deadReasons = []string{retryqueue.DeadReasonPermanent, retryqueue.DeadReasonMalformed,
 		retryqueue.DeadReasonMaxAttempts, retryqueue.DeadReasonMaxAge, retryqueue.DeadReasonTooLarge, middleware.DeadReasonMaxDeliver,
-		retryqueue.DeadReasonRoute, middleware.DeadReasonNoPartner, middleware.DeadReasonPartnerKey, middleware.DeadReasonPartnerConfig}
+		retryqueue.DeadReasonMDNTimeout, retryqueue.DeadReasonRoute, middleware.DeadReasonNoPartner, middleware.DeadReasonPartnerKey, middleware.DeadReasonPartnerConfig}
 	warnReasons     = deliver.WarnReasons()
 	transitionPairs = [][2]breaker.State{
 		{breaker.StateClosed, breaker.StateOpen}, {breaker.StateOpen, breaker.StateHalfOpen},

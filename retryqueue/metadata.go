@@ -241,6 +241,12 @@ const (
 	// [Config.PayloadBucket] ([MetaPayloadObject]). A message that was being
 	// dead-lettered for another reason gets "too-large: " and that reason.
 	DeadReasonTooLarge = "too-large"
+	// DeadReasonMDNTimeout: a message sent with an asynchronous MDN
+	// (RFC 4130 §7.3) got no receipt by its deadline. The partner answered
+	// 2xx, so it is never resent by itself: an operator asks the partner
+	// and replays it by hand if need be. Set by package
+	// deliver/as2/asyncmdn, not by the queue.
+	DeadReasonMDNTimeout = "mdn-timeout"
 )
 
 // Malformed reports whether msg's metadata cannot be trusted by the queue,

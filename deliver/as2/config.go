@@ -22,13 +22,14 @@ const (
 	DefaultMaxMDNSize      = 1 << 20 // 1 MiB
 )
 
-// MDN modes, the values of [Config.MDNMode] (RFC 4130 §7.3). Asynchronous
-// MDNs (Receipt-Delivery-Option) are not implemented yet.
+// MDN modes, the values of [Config.MDNMode] (RFC 4130 §7.3), with
+// [MDNAsync].
 const (
 	// MDNSync asks for a synchronous MDN, returned in the HTTP response.
 	MDNSync = "sync"
 	// MDNNone asks for no MDN: a 2xx answer is the delivery.
 	MDNNone = "none"
+	// MDNAsync is in async.go.
 )
 
 // defaultMaxIdleConnsPerHost is the idle connection pool of the default
@@ -159,10 +160,26 @@ type Config struct {
 	// a synchronous MDN, and a 2xx answer without one is delivered,
 	// unconfirmed (a [deliver.Warning], never resent: the partner has the
 	// message); [MDNNone] asks for none (no Disposition-Notification-To),
-	// and a 2xx answer is delivered, its body not read. Optional. Default
-	// "sync". Asynchronous MDNs are not supported yet. [MDNNone] excludes
-	// MDNCert, RequireSignedMDN and RequireMIC.
+	// and a 2xx answer is delivered, its body not read; [MDNAsync] asks for
+	// the MDN at AsyncMDNURL and a 2xx answer is delivered once its
+	// [PendingReceipt] is stored in Receipts. Optional. Default "sync".
+	// [MDNNone] excludes MDNCert, RequireSignedMDN and RequireMIC.
 	MDNMode string
+	// AsyncMDNURL is where the partner posts asynchronous MDNs, sent as
+	// Receipt-Delivery-Option (RFC 4130 §7.3): the URL of a receipt
+	// endpoint (package asyncmdn) any replica serves. Required with
+	// [MDNAsync], an absolute http:// or https:// URL without spaces or
+	// commas; must be empty otherwise.
+	AsyncMDNURL string
+	// AsyncMDNTimeout is how long after the partner's 2xx its asynchronous
+	// MDN may arrive ([PendingReceipt.Deadline]); after it the message is
+	// dead-lettered with reason "mdn-timeout", never resent. Optional.
+	// Default 24h. Must not be negative. Ignored unless [MDNAsync].
+	AsyncMDNTimeout time.Duration
+	// Receipts stores pending receipts under [MDNAsync] ([ReceiptStore];
+	// asyncmdn.Store on JetStream KV). Required with [MDNAsync]; must be
+	// nil otherwise.
+	Receipts ReceiptStore
 	// RequireSignedMDN asks for a signed MDN as "required" rather than
 	// "optional" (RFC 4130 §7.3, RFC 3798 §2.2), for a profile that demands
 	// signed receipts: an unsigned MDN is then a permanent failure
@@ -251,6 +268,9 @@ func (c *Config) setDefaults() {
 	if c.KeyTransport == "" {
 		c.KeyTransport = DefaultKeyTransport
 	}
+	if c.AsyncMDNTimeout == 0 {
+		c.AsyncMDNTimeout = DefaultAsyncMDNTimeout
+	}
 	if c.HTTPClient == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = defaultMaxIdleConnsPerHost
@@ -319,14 +339,14 @@ func (c Config) validateAt(now time.Time) error {
 // validateMDN checks MDNMode and the receipt policies that depend on it.
 func (c Config) validateMDN() error {
 	switch {
-	case c.MDNMode != MDNSync && c.MDNMode != MDNNone:
+	case c.MDNMode != MDNSync && c.MDNMode != MDNNone && c.MDNMode != MDNAsync:
 		return fmt.Errorf("Config.MDNMode %q: %w", c.MDNMode, ErrMDNMode)
 	case c.MDNMode == MDNNone && (c.MDNCert != nil || c.RequireSignedMDN || c.RequireMIC):
 		return fmt.Errorf("Config.MDNMode %q with MDNCert, RequireSignedMDN or RequireMIC: %w: no MDN is asked for", c.MDNMode, ErrMDNMode)
 	case c.RequireSignedMDN && c.MDNCert == nil && c.TrustRoots == nil:
 		return fmt.Errorf("Config.MDNCert: %w: RequireSignedMDN needs the certificate that signs the MDNs (or TrustRoots)", ErrMissingCert)
 	}
-	return nil
+	return c.validateAsync()
 }
 
 // validateSecurity checks the certificate, key and algorithm fields.

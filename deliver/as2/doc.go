@@ -60,8 +60,11 @@
 // # Receipts
 //
 // Config.MDNMode says whether an MDN is asked for: [MDNSync] (default)
-// asks for a synchronous one, [MDNNone] for none (a 2xx is the delivery).
-// Asynchronous MDNs (Receipt-Delivery-Option) are not supported yet.
+// asks for a synchronous one, [MDNNone] for none (a 2xx is the delivery),
+// [MDNAsync] for one posted later to Config.AsyncMDNURL
+// (Receipt-Delivery-Option): a 2xx is the delivery once its
+// [PendingReceipt] is stored in Config.Receipts, and the MDN is judged
+// later, by any replica, with [Sender.ResolveReceipt] (package asyncmdn).
 //
 // Without Config.MDNCert the sender asks for an unsigned MDN (no
 // Disposition-Notification-Options header); partners that sign anyway are

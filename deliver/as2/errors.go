@@ -17,10 +17,10 @@ var (
 	ErrHeaderValue = errors.New("as2: header value must not contain control characters")
 	// ErrMessageIDDomain: Config.MessageIDDomain is not a dot-atom (RFC 5322 §3.6.4).
 	ErrMessageIDDomain = errors.New("as2: message ID domain must be a dot-atom such as example.com (RFC 5322 §3.6.4)")
-	// ErrMDNMode: Config.MDNMode is not "sync" or "none" (asynchronous
-	// MDNs are not supported yet), or is "none" with a setting that asks
-	// for an MDN.
-	ErrMDNMode = errors.New(`as2: MDN mode must be "sync" or "none"`)
+	// ErrMDNMode: Config.MDNMode is not "sync", "none" or "async", or is
+	// "none" with a setting that asks for an MDN, or "async" without
+	// Config.Receipts, or another mode with the async fields set.
+	ErrMDNMode = errors.New(`as2: MDN mode must be "sync", "none" or "async"`)
 	// ErrNegative: a duration or size in Config is negative.
 	ErrNegative = errors.New("as2: must not be negative")
 	// ErrAlgorithm: Config.SignAlgorithm or Config.EncryptAlgorithm names an

@@ -101,6 +101,9 @@ func (s *Sender) buildAt(id string, payload []byte, filename string, now time.Ti
 	if s.cfg.MDNMode != MDNNone {
 		h.Set("Disposition-Notification-To", s.cfg.MDNTo)
 	}
+	if s.cfg.MDNMode == MDNAsync {
+		h.Set("Receipt-Delivery-Option", s.cfg.AsyncMDNURL) // RFC 4130 §7.3
+	}
 	if s.cfg.signedMDN() {
 		// RFC 4130 §7.3: ask for a signed receipt with a MIC in our digest,
 		// "required" when the profile demands it (RFC 3798 §2.2).

@@ -193,7 +193,10 @@ func TestReceiptConfigValidation(t *testing.T) {
 		want  error
 		field string
 	}{
-		{"async", func(c *as2.Config) { c.MDNMode = "async" }, as2.ErrMDNMode, "Config.MDNMode"},
+		{"unknown mode", func(c *as2.Config) { c.MDNMode = "later" }, as2.ErrMDNMode, "Config.MDNMode"},
+		{"async without URL", func(c *as2.Config) { c.MDNMode = as2.MDNAsync }, as2.ErrURL, "Config.AsyncMDNURL"},
+		{"async without Receipts", func(c *as2.Config) { c.MDNMode, c.AsyncMDNURL = as2.MDNAsync, "https://us.example.com/mdn" }, as2.ErrMDNMode, "Config.Receipts"},
+		{"AsyncMDNURL under sync", func(c *as2.Config) { c.AsyncMDNURL = "https://us.example.com/mdn" }, as2.ErrMDNMode, "Config.AsyncMDNURL"},
 		{"none with MDNCert", func(c *as2.Config) { c.MDNMode = as2.MDNNone }, as2.ErrMDNMode, "Config.MDNMode"},
 		{"none with RequireMIC", func(c *as2.Config) { c.MDNMode, c.MDNCert, c.RequireMIC = as2.MDNNone, nil, true }, as2.ErrMDNMode, "Config.MDNMode"},
 		{"RequireSignedMDN without MDNCert", func(c *as2.Config) { c.MDNCert, c.RequireSignedMDN = nil, true }, as2.ErrMissingCert, "Config.MDNCert"},

@@ -57,7 +57,12 @@ func NewSender(cfg Config) (*Sender, error) {
 func (s *Sender) Config() Config { return s.cfg }
 
 // Send sends payload as one AS2 message and, under [MDNSync], waits for the
-// synchronous MDN. id is the message's unique, stable id (the Watermill
+// synchronous MDN. Under [MDNAsync] a 2xx answer is a success (nil, nil)
+// only once the pending receipt is stored in Config.Receipts (its MDN is
+// judged later by [Sender.ResolveReceipt]); if it cannot be stored Send
+// returns a retryable error wrapping [ErrPendingStore], and a payload
+// larger than the store's MaxPayload is refused before sending, a
+// permanent error wrapping [ErrPendingTooLarge]. id is the message's unique, stable id (the Watermill
 // message UUID): the Message-ID is [MessageID](id, Config.MessageIDDomain),
 // the same on every attempt, so the partner can discard a duplicate.
 //
@@ -119,6 +124,9 @@ func (s *Sender) send(ctx context.Context, id string, payload []byte, filename s
 	if err != nil {
 		return nil, &deliver.Error{Kind: deliver.ErrPermanent, Op: opSend, Cause: err}
 	}
+	if err := s.checkAsyncPayload(payload); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 
@@ -148,8 +156,13 @@ func (s *Sender) send(ctx context.Context, id string, payload []byte, filename s
 		}
 		return nil, err
 	}
-	if s.cfg.MDNMode == MDNNone {
+	switch s.cfg.MDNMode {
+	case MDNNone:
 		return nil, nil // no MDN asked for: the 2xx is the delivery
+	case MDNAsync:
+		// The MDN comes later: the 2xx is the delivery once its pending
+		// receipt is stored (async.go).
+		return nil, s.recordPending(ctx, id, payload, out, resp.StatusCode, time.Now())
 	}
 	if int64(len(body)) > s.cfg.MaxMDNSize {
 		return nil, unconfirmed(resp.StatusCode, fmt.Errorf("%w: response larger than %d bytes", ErrNoMDN, s.cfg.MaxMDNSize))
@@ -234,15 +247,23 @@ func (s *Sender) readMDN(contentType string, body []byte, warns *receiptWarnings
 // Original-Message-ID, the disposition, and the MIC, as the receipt
 // policies of Config say; what is accepted but imperfect goes to warns.
 func (s *Sender) verifyMDN(out *Outbound, mdn *MDN, warns *receiptWarnings) error {
-	if mdn.OriginalMessageID != "" && normalizeMessageID(mdn.OriginalMessageID) != normalizeMessageID(out.MessageID) {
-		return fmt.Errorf("%w: Original-Message-ID %s, sent %s", ErrMDNMismatch, mdn.OriginalMessageID, out.MessageID)
+	match := func(received string) (bool, error) { return micMatches(received, out.micContent) }
+	return s.checkReceipt(out.MessageID, out.MIC, match, mdn, warns)
+}
+
+// checkReceipt is verifyMDN for the message msgID whose MIC was mic;
+// micOK compares a received MIC with it (sync: recomputed from the
+// content; async: compared with the MIC recorded).
+func (s *Sender) checkReceipt(msgID, mic string, micOK func(string) (bool, error), mdn *MDN, warns *receiptWarnings) error {
+	if mdn.OriginalMessageID != "" && normalizeMessageID(mdn.OriginalMessageID) != normalizeMessageID(msgID) {
+		return fmt.Errorf("%w: Original-Message-ID %s, sent %s", ErrMDNMismatch, mdn.OriginalMessageID, msgID)
 	}
 	if !mdn.Processed() {
 		return fmt.Errorf("%w: %s", ErrNotProcessed, mdn.DispositionField)
 	}
 	requested := s.cfg.signedMDN()
 	if mdn.ReceivedContentMIC == "" {
-		err := fmt.Errorf("%w: sent %q", ErrMICMissing, out.MIC)
+		err := fmt.Errorf("%w: sent %q", ErrMICMissing, mic)
 		switch {
 		case s.cfg.RequireMIC:
 			return err
@@ -251,7 +272,7 @@ func (s *Sender) verifyMDN(out *Outbound, mdn *MDN, warns *receiptWarnings) erro
 		}
 		return nil
 	}
-	ok, err := micMatches(mdn.ReceivedContentMIC, out.micContent)
+	ok, err := micOK(mdn.ReceivedContentMIC)
 	var mismatch error
 	switch {
 	case errors.Is(err, ErrMICAlgorithm) && !requested:
@@ -260,7 +281,7 @@ func (s *Sender) verifyMDN(out *Outbound, mdn *MDN, warns *receiptWarnings) erro
 	case err != nil:
 		mismatch = fmt.Errorf("%w: %v", ErrMICMismatch, err)
 	case !ok:
-		mismatch = fmt.Errorf("%w: received %q, sent %q", ErrMICMismatch, mdn.ReceivedContentMIC, out.MIC)
+		mismatch = fmt.Errorf("%w: received %q, sent %q", ErrMICMismatch, mdn.ReceivedContentMIC, mic)
 	}
 	if mismatch != nil {
 		if !s.cfg.WarnOnMICMismatch {

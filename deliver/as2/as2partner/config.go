@@ -163,6 +163,11 @@ type Config struct {
 	// WrongMIC returns a Received-Content-MIC that is not the message's (a
 	// partner that computes it over other bytes). Ignored with OmitMIC.
 	WrongMIC bool
+
+	// Async makes the partner honour Receipt-Delivery-Option: asynchronous
+	// MDNs posted to allowed URLs ([AsyncConfig]). Optional. Default: such
+	// requests are refused (HTTP 403).
+	Async AsyncConfig
 }
 
 func (c *Config) setDefaults() {
@@ -186,13 +191,14 @@ func (c *Config) setDefaults() {
 	if c.MaxBodySize == 0 {
 		c.MaxBodySize = DefaultMaxBodySize
 	}
+	c.Async.setDefaults()
 }
 
 // Validate reports whether c, with defaults applied to its zero fields, is
 // valid: the check [New] makes. It does not modify c. The error names the
 // field and wraps the sentinel that states its allowed range:
 // [ErrPhaseDuration], [ErrMinRequests], [ErrMode], [ErrCapacity],
-// [ErrLatency], [ErrAS2ID], [ErrMaxBodySize] or [ErrKey].
+// [ErrLatency], [ErrAS2ID], [ErrMaxBodySize], [ErrKey] or [ErrAsyncURL].
 func (c Config) Validate() error {
 	c.setDefaults() // copies Script: the caller's phases stay as they are
 	return c.validate()
@@ -247,5 +253,5 @@ func (c *Config) validate() error {
 			return fmt.Errorf("Config.Key: %w: not the private key of Cert", ErrKey)
 		}
 	}
-	return nil
+	return c.Async.validate()
 }

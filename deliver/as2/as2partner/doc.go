@@ -46,6 +46,15 @@
 // at all, an unsigned MDN to a request for a signed one, no
 // Received-Content-MIC, or a MIC that does not match.
 //
+// A request with Receipt-Delivery-Option asks for an asynchronous MDN
+// (RFC 4130 §7.3): with Config.Async allowing its URL, the partner
+// answers 200 with no body and posts the same MDN there later
+// ([AsyncConfig.Delay], or when [Partner.PostReceipts] is called with
+// [AsyncConfig.Hold]). The URL comes from the request, so only URLs
+// matching [AsyncConfig.AllowURLs] are used (default none: HTTP 403, the
+// message not processed), redirects are not followed, and each post is
+// bounded in time and in the answer read.
+//
 // # Security
 //
 // The partner speaks the signed and encrypted AS2 of [as2.Sender], through

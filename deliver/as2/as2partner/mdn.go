@@ -21,7 +21,29 @@ const reportingUA = "floodgate-as2partner"
 // message/disposition-notification part, inside multipart/signed when the
 // request asked for a signed receipt and the partner has a key. disposition is what follows the
 // disposition mode, e.g. "processed" or "processed/error: authentication-failed".
+//
+// When the request asked for an asynchronous MDN (Receipt-Delivery-Option,
+// already allowed), the MDN is queued for its URL instead, and the request
+// answered 200 with no body (async.go).
 func (p *Partner) writeMDN(w http.ResponseWriter, req request, disposition, text string) {
+	h, out, err := p.buildMDN(req, disposition, text)
+	if err != nil {
+		http.Error(w, "signing the MDN: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	if req.receiptTo != "" {
+		p.queueReceipt(w, req.receiptTo, h, out)
+		return
+	}
+	for k, v := range h {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(http.StatusOK)
+	w.Write(out)
+}
+
+// buildMDN returns the headers and body of the MDN writeMDN sends.
+func (p *Partner) buildMDN(req request, disposition, text string) (http.Header, []byte, error) {
 	us := req.to
 	if p.cfg.AS2ID != "" {
 		us = p.cfg.AS2ID
@@ -60,7 +82,7 @@ func (p *Partner) writeMDN(w http.ResponseWriter, req request, disposition, text
 	seq := p.mdnSeq
 	p.mu.Unlock()
 
-	h := w.Header()
+	h := http.Header{}
 	h["AS2-Version"] = []string{"1.2"}
 	h["AS2-From"] = []string{as2.QuoteAS2ID(us)}
 	h["AS2-To"] = []string{as2.QuoteAS2ID(req.from)}
@@ -82,15 +104,13 @@ func (p *Partner) writeMDN(w http.ResponseWriter, req request, disposition, text
 		entity := append([]byte("Content-Type: "+contentType+"\r\n\r\n"), out...)
 		ct, signed, err := as2.SignEntity(entity, p.cfg.Cert, p.cfg.Key, alg)
 		if err != nil {
-			http.Error(w, "signing the MDN: "+err.Error(), http.StatusInternalServerError)
-			return
+			return nil, nil, err
 		}
 		contentType, out = ct, signed
 		p.count(func(s *Stats) { s.SignedMDNs++ })
 	}
 	h.Set("Content-Type", contentType)
-	w.WriteHeader(http.StatusOK)
-	w.Write(out)
+	return h, out, nil
 }
 
 // clean drops control characters so a value cannot break a header line.

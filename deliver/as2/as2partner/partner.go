@@ -72,6 +72,7 @@ type Partner struct {
 	created  int64 // UnixNano at New, for MDN Message-IDs
 
 	filenames map[string]string // Message-ID -> payload filename received
+	async     asyncState
 }
 
 // New validates cfg, applies its defaults and returns a Partner. The script
@@ -371,6 +372,7 @@ type request struct {
 	wantsMDN  bool
 	signedMDN bool   // a signed receipt was asked for
 	micalg    string // the MIC and MDN signature digest asked for, or ""
+	receiptTo string // Receipt-Delivery-Option: the async MDN's URL, or ""
 }
 
 // process reads and answers a request that the fault script let through.
@@ -397,6 +399,10 @@ func (p *Partner) process(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	req.wantsMDN = r.Header.Get("Disposition-Notification-To") != ""
 	req.signedMDN, req.micalg = as2.SignedReceiptRequest(r.Header.Get("Disposition-Notification-Options"))
+	if req.receiptTo = strings.TrimSpace(r.Header.Get("Receipt-Delivery-Option")); req.receiptTo != "" && req.wantsMDN && !p.cfg.Async.allowed(req.receiptTo) {
+		p.refuseAsync(w, req.receiptTo) // async.go: never post where a request says unless allowed
+		return
+	}
 	if len(body) == 0 {
 		p.badRequest(w, http.StatusBadRequest, "empty body")
 		return

@@ -1,0 +1,355 @@
+package asyncmdn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+
+	"github.com/floodgate-go/floodgate/deliver"
+	"github.com/floodgate-go/floodgate/deliver/as2"
+	"github.com/floodgate-go/floodgate/retryqueue"
+)
+
+// Defaults applied by [New] to zero fields of [Config].
+const (
+	DefaultMaxBodySize  = 1 << 20 // 1 MiB
+	DefaultClaimLease   = time.Minute
+	DefaultStoreTimeout = 5 * time.Second
+)
+
+// MetaMessageID is the metadata key of a dead letter made here: the AS2
+// Message-ID the receipt was for.
+const MetaMessageID = "as2_message_id"
+
+// Clock tells the time; [Config.Clock] takes it so tests fix time.
+type Clock = retryqueue.Clock
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// Config configures [New].
+type Config struct {
+	// Store holds the pending receipts: the same bucket every sending
+	// replica's [as2.Config.Receipts] writes to. Required.
+	Store *Store
+	// Senders judge the MDNs: the record's AS2 From and To pick the
+	// Sender whose receipt policy (MDNCert, RequireSignedMDN, RequireMIC,
+	// WarnOnMICMismatch) applies. Required: at least one; no two with the
+	// same From and To.
+	Senders []*as2.Sender
+	// Queue dead-letters negative receipts and timeouts, on the route of
+	// the record's partner key (its AS2 To when Send had none). Required.
+	Queue *retryqueue.Queue
+	// MaxBodySize bounds the MDN read by the endpoint, in bytes; a larger
+	// body is answered 413. Optional. Default 1 MiB. Must not be negative.
+	MaxBodySize int64
+	// ClaimLease is how long a replica's claim on a record it is
+	// dead-lettering holds before another replica may take it over.
+	// Optional. Default 1 minute. Must not be negative.
+	ClaimLease time.Duration
+	// StoreTimeout bounds each KV call when the caller's context has no
+	// deadline. Optional. Default 5s. Must not be negative.
+	StoreTimeout time.Duration
+	// OnOutcome, when set, is called once per resolved record, after the
+	// outcome is durable (record deleted, dead letter confirmed), on the
+	// goroutine of the request or sweep. Optional.
+	OnOutcome func(Outcome)
+	// Clock tells the time for the endpoint's claims. Optional. Default
+	// wall time. The sweep takes its time as an argument ([Resolver.SweepAt]).
+	Clock Clock
+}
+
+// Outcome is what became of one pending receipt.
+type Outcome struct {
+	// Receipt is the record resolved.
+	Receipt *as2.PendingReceipt
+	// MDN is the receipt received, or nil for a timeout.
+	MDN *as2.MDN
+	// Err is nil for a delivered message, a [*deliver.Warning] for one
+	// delivered with an imperfect receipt, a permanent [*deliver.Error]
+	// for a negative receipt, or an error wrapping [ErrMDNTimeout].
+	Err error
+	// DeadReason is the dead letter's reason, "" when delivered:
+	// [retryqueue.DeadReasonPermanent] or [retryqueue.DeadReasonMDNTimeout].
+	DeadReason string
+	// At is when it was resolved.
+	At time.Time
+}
+
+// Delivered reports whether the message was delivered (Err nil or a
+// warning).
+func (o Outcome) Delivered() bool { return o.DeadReason == "" }
+
+// Resolver serves the receipt endpoint ([Resolver.ServeHTTP]) and sweeps
+// deadlines ([Resolver.SweepAt]). Every replica runs one on the shared
+// [Store]; each record is resolved once. It is safe for concurrent use.
+type Resolver struct {
+	cfg     Config
+	senders map[[2]string]*as2.Sender
+}
+
+var _ http.Handler = (*Resolver)(nil)
+
+func (c *Config) setDefaults() {
+	if c.MaxBodySize == 0 {
+		c.MaxBodySize = DefaultMaxBodySize
+	}
+	if c.ClaimLease == 0 {
+		c.ClaimLease = DefaultClaimLease
+	}
+	if c.StoreTimeout == 0 {
+		c.StoreTimeout = DefaultStoreTimeout
+	}
+	if c.Clock == nil {
+		c.Clock = wallClock{}
+	}
+}
+
+// New validates cfg and returns a Resolver. The error wraps "invalid
+// config" and [ErrInvalidConfig], naming the field.
+func New(cfg Config) (*Resolver, error) {
+	cfg.setDefaults()
+	bad := func(f string, a ...any) (*Resolver, error) {
+		return nil, fmt.Errorf("invalid config: %w: "+f, append([]any{ErrInvalidConfig}, a...)...)
+	}
+	switch {
+	case cfg.Store == nil:
+		return bad("Config.Store is required")
+	case cfg.Queue == nil:
+		return bad("Config.Queue is required")
+	case len(cfg.Senders) == 0:
+		return bad("Config.Senders: at least one sender is required")
+	case cfg.MaxBodySize < 0 || cfg.ClaimLease < 0 || cfg.StoreTimeout < 0:
+		return bad("Config.MaxBodySize, ClaimLease and StoreTimeout must not be negative")
+	}
+	r := &Resolver{cfg: cfg, senders: map[[2]string]*as2.Sender{}}
+	for i, s := range cfg.Senders {
+		if s == nil {
+			return bad("Config.Senders[%d] is nil", i)
+		}
+		k := [2]string{s.Config().From, s.Config().To}
+		if _, dup := r.senders[k]; dup {
+			return bad("Config.Senders[%d]: a second sender from %q to %q", i, k[0], k[1])
+		}
+		r.senders[k] = s
+	}
+	return r, nil
+}
+
+// storeCtx bounds a KV call by StoreTimeout unless ctx has a deadline.
+func (r *Resolver) storeCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return context.WithCancel(ctx)
+	}
+	return context.WithTimeout(ctx, r.cfg.StoreTimeout)
+}
+
+// ServeHTTP is the receipt endpoint, the URL of [as2.Config.AsyncMDNURL]:
+// it reads an asynchronous MDN (POST, at most Config.MaxBodySize bytes),
+// finds its pending record by Original-Message-ID, judges it with the
+// record's Sender ([as2.Sender.ResolveReceipt]) and resolves the record.
+// Answers:
+//
+//   - 200: resolved (delivered, or dead-lettered for a negative receipt),
+//     or already resolved by a duplicate of this MDN;
+//   - 400: no readable MDN, or no Original-Message-ID;
+//   - 403: the signature does not verify with the partner's MDNCert
+//     (nothing resolved: anyone could have posted it);
+//   - 404: no pending receipt has that Message-ID ([as2.ErrUnknownReceipt]);
+//   - 405 not a POST; 413 body too large;
+//   - 500: no Sender for the record's partner ([ErrNoSender]);
+//   - 503: the store or the dead-letter stream failed, or another replica
+//     holds a claim on the record: the partner should post again later.
+func (r *Resolver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if req.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "asynchronous MDNs are POSTed", http.StatusMethodNotAllowed)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBodySize))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			http.Error(w, "MDN larger than the endpoint accepts", http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "reading the MDN failed", http.StatusBadRequest)
+		return
+	}
+	status, msg := r.Resolve(req.Context(), req.Header.Get("Content-Type"), body)
+	http.Error(w, msg, status)
+}
+
+// Resolve is the endpoint's work on one MDN: its Content-Type and body. It
+// returns the HTTP status and text ServeHTTP answers (see there).
+func (r *Resolver) Resolve(ctx context.Context, contentType string, body []byte) (int, string) {
+	// Find the record first from the unverified MDN: its signature can
+	// only be judged with the record's Sender.
+	parsed, err := as2.ParseMDN(contentType, body)
+	if err != nil {
+		return http.StatusBadRequest, "not an MDN: " + err.Error()
+	}
+	if strings.TrimSpace(parsed.OriginalMessageID) == "" {
+		return http.StatusBadRequest, "MDN has no Original-Message-ID"
+	}
+	sctx, cancel := r.storeCtx(ctx)
+	defer cancel()
+	rec, rev, err := r.cfg.Store.Get(sctx, parsed.OriginalMessageID)
+	switch {
+	case errors.Is(err, as2.ErrUnknownReceipt):
+		return http.StatusNotFound, "no pending receipt for this Original-Message-ID"
+	case err != nil:
+		return http.StatusServiceUnavailable, "receipt store unavailable"
+	}
+	s := r.senders[[2]string{rec.From, rec.To}]
+	if s == nil {
+		return http.StatusInternalServerError, fmt.Sprintf("%v: from %q to %q", ErrNoSender, rec.From, rec.To)
+	}
+	mdn, verr := s.ResolveReceipt(rec, contentType, body)
+	switch {
+	case errors.Is(verr, as2.ErrMDNSignature):
+		return http.StatusForbidden, "MDN signature does not verify"
+	case errors.Is(verr, as2.ErrNoMDN) || errors.Is(verr, as2.ErrMalformedMDN):
+		return http.StatusBadRequest, "not an MDN"
+	}
+	now := r.cfg.Clock.Now()
+	if !rec.ClaimedUntil.IsZero() && now.Before(rec.ClaimedUntil) {
+		return http.StatusServiceUnavailable, "receipt being resolved by another replica"
+	}
+	out := Outcome{Receipt: rec, MDN: mdn, Err: verr, At: now}
+	if verr == nil || deliver.IsWarning(verr) {
+		if err := r.cfg.Store.remove(sctx, rec, rev); err != nil {
+			return r.lost(err)
+		}
+		r.report(out)
+		return http.StatusOK, "receipt accepted: delivered"
+	}
+	out.DeadReason = retryqueue.DeadReasonPermanent
+	if err := r.deadLetter(ctx, rec, rev, now, out.DeadReason, verr); err != nil {
+		return r.lost(err)
+	}
+	r.report(out)
+	return http.StatusOK, "receipt accepted: not processed, dead-lettered"
+}
+
+// lost answers a resolution another replica won, or a store failure.
+func (r *Resolver) lost(err error) (int, string) {
+	if errors.Is(err, ErrClaimed) {
+		return http.StatusOK, "receipt already resolved"
+	}
+	return http.StatusServiceUnavailable, "receipt store or dead-letter stream unavailable"
+}
+
+// deadLetter claims rec (read at rev), dead-letters its message with
+// reason and cause, then deletes the record.
+func (r *Resolver) deadLetter(ctx context.Context, rec *as2.PendingReceipt, rev uint64, now time.Time, reason string, cause error) error {
+	sctx, cancel := r.storeCtx(context.WithoutCancel(ctx))
+	defer cancel()
+	crev, err := r.cfg.Store.claim(sctx, rec, rev, now.Add(r.cfg.ClaimLease))
+	if err != nil {
+		return err
+	}
+	msg := message.NewMessage(rec.ID, rec.Payload)
+	msg.Metadata = maps.Clone(message.Metadata(rec.Metadata))
+	if msg.Metadata == nil {
+		msg.Metadata = message.Metadata{}
+	}
+	msg.Metadata.Set(MetaMessageID, rec.MessageID)
+	key := rec.Partner
+	if key == "" {
+		key = rec.To
+	}
+	if err := r.cfg.Queue.DeadLetterTo(ctx, msg, key, reason, cause); err != nil {
+		return err // the claim expires; the record is resolved again
+	}
+	if err := r.cfg.Store.remove(sctx, rec, crev); err != nil && !errors.Is(err, ErrClaimed) {
+		return fmt.Errorf("asyncmdn: dead-lettered %s, record not deleted: %w", rec.MessageID, err)
+	}
+	return nil
+}
+
+func (r *Resolver) report(o Outcome) {
+	if r.cfg.OnOutcome != nil {
+		r.cfg.OnOutcome(o)
+	}
+}
+
+// Sweep is [Resolver.SweepAt] at the current time of Config.Clock.
+func (r *Resolver) Sweep(ctx context.Context) (int, error) { return r.SweepAt(ctx, r.cfg.Clock.Now()) }
+
+// SweepAt dead-letters, with reason [retryqueue.DeadReasonMDNTimeout], every
+// pending record whose deadline is at or before now and that no replica
+// holds a live claim on, and returns how many it dead-lettered. Replicas
+// sweeping at once dead-letter each record once (a claim by revision).
+// Errors of single records are joined; the others are still swept. It
+// never resends anything.
+func (r *Resolver) SweepAt(ctx context.Context, now time.Time) (int, error) {
+	lctx, cancel := r.storeCtx(ctx)
+	keys, err := r.cfg.Store.keys(lctx)
+	cancel()
+	if err != nil {
+		return 0, fmt.Errorf("asyncmdn: listing pending receipts: %w", err)
+	}
+	n := 0
+	var errs []error
+	for _, k := range keys {
+		if ctx.Err() != nil {
+			return n, errors.Join(append(errs, ctx.Err())...)
+		}
+		gctx, cancel := r.storeCtx(ctx)
+		rec, rev, err := r.cfg.Store.get(gctx, k)
+		cancel()
+		switch {
+		case errors.Is(err, as2.ErrUnknownReceipt):
+			continue // resolved meanwhile
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		case now.Before(rec.Deadline) || now.Before(rec.ClaimedUntil):
+			continue
+		}
+		cause := fmt.Errorf("%w: %s sent %s, deadline %s", ErrMDNTimeout, rec.MessageID,
+			rec.SentAt.Format(time.RFC3339), rec.Deadline.Format(time.RFC3339))
+		err = r.deadLetter(ctx, rec, rev, now, retryqueue.DeadReasonMDNTimeout, cause)
+		switch {
+		case errors.Is(err, ErrClaimed):
+			continue // another replica has it
+		case err != nil:
+			errs = append(errs, err)
+			continue
+		}
+		n++
+		r.report(Outcome{Receipt: rec, Err: cause, DeadReason: retryqueue.DeadReasonMDNTimeout, At: now})
+	}
+	return n, errors.Join(errs...)
+}
+
+// Run sweeps every interval until ctx is done, and returns ctx's error.
+// Sweep errors go to onError when it is not nil. interval must be > 0
+// (else it returns an error wrapping [ErrInvalidConfig]); a minute suits
+// deadlines of hours.
+func (r *Resolver) Run(ctx context.Context, interval time.Duration, onError func(error)) error {
+	if interval <= 0 {
+		return fmt.Errorf("%w: sweep interval %v, allowed > 0", ErrInvalidConfig, interval)
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+			if _, err := r.Sweep(ctx); err != nil && onError != nil {
+				onError(err)
+			}
+		}
+	}
+}
