@@ -180,7 +180,8 @@ func (s *Sender) checkAsyncPayload(payload []byte) error {
 // [*deliver.Warning] (processed, imperfect receipt), or a permanent
 // [*deliver.Error] (not processed, MIC mismatch, unsigned when required,
 // another Message-ID); an error wrapping [ErrMDNSignature] (the MDN does
-// not verify: it proves nothing, so the caller must leave p pending), or
+// not verify, or its signer fails the trust model as a [*TrustError]: it
+// proves nothing, so the caller must leave p pending), or
 // [ErrNoMDN] / [ErrMalformedMDN] (no MDN at all). Unlike the synchronous
 // case, the MDN must name p's Message-ID in Original-Message-ID, and the
 // MIC is compared with p.MIC (the content is not kept), so a MIC in
@@ -193,6 +194,12 @@ func (s *Sender) ResolveReceipt(p *PendingReceipt, contentType string, body []by
 	}
 	var warns receiptWarnings
 	mdn, err := s.readMDN(contentType, body, &warns)
+	var te *TrustError
+	if errors.As(err, &te) && !errors.Is(err, ErrMDNSignature) {
+		// Signed by a certificate we do not trust: anyone can post to the
+		// endpoint, so it proves nothing and parks nothing.
+		err = fmt.Errorf("%w: %w", ErrMDNSignature, err)
+	}
 	switch {
 	case errors.Is(err, ErrNoMDN) || errors.Is(err, ErrMalformedMDN) || errors.Is(err, ErrMDNSignature):
 		return mdn, err
