@@ -11,8 +11,9 @@ import (
 // cfg's retry queue (defaults applied): its routes' retry and dead-letter
 // subjects (RetryTopic.<service token>.* and DeadLetterTopic.<service
 // token>.*, [RouteSubject]), the JetStream API of its retry stream,
-// dead-letter stream and payload bucket (create, read, consume and
-// acknowledge, purge of the payload bucket's replaced objects), and its
+// dead-letter stream and payload bucket (create and read all three; consume
+// and acknowledge the retry stream; read the bucket's objects and purge
+// its replaced ones), and its
 // payload bucket's subjects ($O.<bucket>.>). The drainers' consumers
 // ([ConsumerName]) are on the service's own streams.
 //
@@ -26,8 +27,11 @@ func ServiceAccess(cfg Config) []string {
 	for _, s := range []string{cfg.RetryTopic, cfg.DeadLetterTopic, payloadStream(cfg.PayloadBucket)} {
 		out = append(out, jsq.StreamCreateAPI(s)...)
 		out = append(out, jsq.StreamReadAPI(s)...)
-		out = append(out, jsq.ConsumeAPI(s)...)
 	}
+	// The drainers consume the retry stream; restoring a too-large
+	// payload reads the bucket. A service never consumes its dead letters.
+	out = append(out, jsq.ConsumeAPI(cfg.RetryTopic)...)
+	out = append(out, jsq.ReadConsumeAPI(payloadStream(cfg.PayloadBucket))...)
 	// Replacing or deleting an object purges its chunks' subject.
 	out = append(out, "$JS.API.STREAM.PURGE."+payloadStream(cfg.PayloadBucket))
 	return append(out, payloadSubjects(cfg.PayloadBucket))

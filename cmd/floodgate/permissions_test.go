@@ -31,6 +31,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/breaker/natskv"
+	"github.com/floodgate-go/floodgate/internal/natsconn"
 	"github.com/floodgate-go/floodgate/internal/natsserver"
 	"github.com/floodgate-go/floodgate/internal/natstest"
 	"github.com/floodgate-go/floodgate/jsq"
@@ -165,7 +166,18 @@ func TestPermissionsUnderTLS(t *testing.T) {
 	defer cancel()
 
 	// Service A, with its generated user and inbox prefix.
-	ncA, jsA, vA := connect("a", "pa", permissions.InboxOption(svcA))
+	// Service A connects through the library's connection helper, with
+	// its inbox prefix.
+	vA := &violations{}
+	ncA, err := natsconn.Options{Server: url, User: "a", Password: "pa", TLSCA: caFile, InboxPrefix: permissions.InboxPrefix(svcA)}.Connect("svc-a", nats.ErrorHandler(vA.handler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ncA.Close()
+	jsA, err := jetstream.New(ncA)
+	if err != nil {
+		t.Fatal(err)
+	}
 	pub, err := jsq.NewPublisher(jsq.PublisherConfig{JetStream: jsA})
 	if err != nil {
 		t.Fatal(err)
@@ -344,7 +356,6 @@ func TestPermissionsUnderTLS(t *testing.T) {
 		t.Errorf("service A met permission violations (the generator misses a subject): %q", vA.seen)
 	}
 	vA.mu.Unlock()
-	_ = ncA
 
 	// The read-write operator can open the breaker and purge dead letters.
 	if out, code := cli("rw", "prw", append([]string{"open", "-bucket", "brk_a", "-service", svcA, "-partner", key, "-reason", "maintenance"}, streams...)...); code != exitOK {
