@@ -31,6 +31,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/floodgate-go/floodgate/breaker/natskv"
+	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/floodgate-go/floodgate/partner"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
@@ -71,6 +72,9 @@ type Config struct {
 	// FleetBucket is the service's natskv.Config.Bucket, the service's own.
 	// Optional. Default "": no fleet breakers.
 	FleetBucket string
+	// (The asynchronous MDN's pending-receipts bucket, and the source
+	// topics a service consumes, join here, each from an Access function
+	// next to the code that names it.)
 }
 
 // Rules is an allow and a deny list of subjects (nats-server semantics: a
@@ -101,6 +105,16 @@ func InboxOption(service string) nats.Option {
 // [ErrInvalidConfig] naming the field. It is a pure function.
 func Generate(cfg Config) (Set, error) {
 	rq := retryqueue.Config{Service: cfg.Service, RetryTopic: cfg.RetryTopic, DeadLetterTopic: cfg.DeadLetterTopic, PayloadBucket: cfg.PayloadBucket}
+	// A name becomes a subject token: a '.', '*' or '>' in it would widen
+	// the grant.
+	for _, f := range []struct{ field, v string }{{"RetryTopic", cfg.RetryTopic}, {"DeadLetterTopic", cfg.DeadLetterTopic}, {"PayloadBucket", cfg.PayloadBucket}} {
+		if f.v == "" {
+			continue
+		}
+		if err := jsq.ValidateStreamName(f.v); err != nil {
+			return Set{}, fmt.Errorf("%w: %s: %w", ErrInvalidConfig, f.field, err)
+		}
+	}
 	if cfg.FleetBucket != "" {
 		if err := (natskv.Config{Bucket: cfg.FleetBucket}).Validate(); err != nil {
 			return Set{}, fmt.Errorf("%w: FleetBucket: %w", ErrInvalidConfig, err)

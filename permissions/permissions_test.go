@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/nats-io/nats-server/v2/conf"
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/floodgate-go/floodgate/permissions"
@@ -94,9 +95,35 @@ func TestGenerateRefuses(t *testing.T) {
 		{Role: permissions.RoleService, Service: "s"},                                                                 // shared defaults
 		{Role: permissions.RoleService, Service: "s", RetryTopic: retryqueue.DefaultRetryTopic, DeadLetterTopic: "d"}, // shared retry stream
 		{Role: permissions.RoleReadOnly, FleetBucket: "a.b"},
+		{Role: permissions.RoleService, Service: "s", RetryTopic: "r.>", DeadLetterTopic: "d"}, // a wildcard would widen the grant
+		{Role: permissions.RoleReadOnly, DeadLetterTopic: "*"},
 	} {
 		if _, err := permissions.Generate(c); !errors.Is(err, permissions.ErrInvalidConfig) {
 			t.Errorf("%+v: error %v, want ErrInvalidConfig", c, err)
 		}
+	}
+}
+
+// The nats-conf form parses as nats-server configuration into the same
+// lists.
+func TestNATSConfParses(t *testing.T) {
+	s := generate(t, cfgA)
+	m, err := conf.Parse("u: {" + s.NATSConf() + "}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := m["u"].(map[string]any)["permissions"].(map[string]any)
+	list := func(section string) []string {
+		var out []string
+		for _, x := range p[section].(map[string]any)["allow"].([]any) {
+			out = append(out, x.(string))
+		}
+		return out
+	}
+	if got := list("publish"); !slices.Equal(got, s.Publish.Allow) {
+		t.Errorf("publish allow parsed as %q, want %q", got, s.Publish.Allow)
+	}
+	if got := list("subscribe"); !slices.Equal(got, s.Subscribe.Allow) {
+		t.Errorf("subscribe allow parsed as %q, want %q", got, s.Subscribe.Allow)
 	}
 }
