@@ -15,6 +15,8 @@
 //	open     force a fleet-wide breaker open on every replica
 //	close    close a fleet-wide breaker on every replica
 //	reset    reset a fleet-wide breaker on every replica
+//	permissions print the NATS permissions of a service's user or an
+//	         operator's read-only or read-write user
 //
 // "floodgate <command> -h" lists a command's flags. Exit status: 0 on
 // success, 1 when the command failed, 2 for a bad command line (the message
@@ -51,6 +53,7 @@ var commands = []command{
 	{name: "open", summary: "force a fleet-wide breaker open on every replica (isolate a partner)", run: runOpen},
 	{name: "close", summary: "close a fleet-wide breaker on every replica, keeping its backoff", run: runClose},
 	{name: "reset", summary: "reset a fleet-wide breaker on every replica: closed, backoff at base", run: runReset},
+	{name: "permissions", summary: "print the NATS permissions of a service's user or an operator's (ro, rw)", run: runPermissions},
 }
 
 // Exit statuses.

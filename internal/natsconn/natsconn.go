@@ -58,11 +58,17 @@ type Options struct {
 	TLSCert, TLSKey, TLSCA string
 	// Timeout bounds connecting. Default 5s.
 	Timeout time.Duration
+	// InboxPrefix replaces "_INBOX" as the prefix of the connection's
+	// reply subjects (--inbox-prefix of the nats CLI), so a user whose
+	// permissions allow only its own prefix gets its replies
+	// (permissions.InboxPrefix of a service). Default: the context's,
+	// else "_INBOX".
+	InboxPrefix string
 }
 
 // Register adds the connection flags to fs: -server (and its aliases -s
 // and -nats-url), -context, -creds, -nkey, -user, -password, -token,
-// -tlscert, -tlskey, -tlsca. Go's flag package accepts one or two dashes.
+// -tlscert, -tlskey, -tlsca, -inbox-prefix. Go's flag package accepts one or two dashes.
 // The help text names the environment variables and never shows their
 // values.
 func (o *Options) Register(fs *flag.FlagSet) {
@@ -78,6 +84,7 @@ func (o *Options) Register(fs *flag.FlagSet) {
 	fs.StringVar(&o.TLSCert, "tlscert", "", "TLS client certificate `file` (env "+EnvCert+")")
 	fs.StringVar(&o.TLSKey, "tlskey", "", "TLS client key `file` (env "+EnvKey+")")
 	fs.StringVar(&o.TLSCA, "tlsca", "", "TLS CA certificate `file` that verifies the server (env "+EnvCA+")")
+	fs.StringVar(&o.InboxPrefix, "inbox-prefix", "", "`prefix` of reply subjects (default: the context's, else _INBOX)")
 }
 
 // withEnv fills the fields not given from the environment.
@@ -119,6 +126,7 @@ func (o Options) Resolve() (string, []nats.Option, error) {
 		natscontext.WithCertificate(o.TLSCert),
 		natscontext.WithKey(o.TLSKey),
 		natscontext.WithCA(o.TLSCA),
+		natscontext.WithInboxPrefix(o.InboxPrefix),
 	}
 	var (
 		c   *natscontext.Context

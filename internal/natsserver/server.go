@@ -51,6 +51,11 @@ type Options struct {
 	// (mTLS). See tls.go.
 	// Optional. Default nil: plain TCP.
 	TLS *tls.Config
+	// Users, when set, are the users the server accepts, each with its
+	// publish and subscribe permissions (exclusive with User and Token).
+	// A user with nil Permissions may do anything.
+	// Optional. Default nil.
+	Users []*server.User
 }
 
 // ErrInvalidPort is returned by [Start] when [Options.Port] is outside -1..65535.
@@ -120,6 +125,7 @@ func (s *Server) start(port int) error {
 		Username:      s.opts.User,
 		Password:      s.opts.Password,
 		Authorization: s.opts.Token,
+		Users:         s.opts.Users,
 	}
 	s.applyTLS(so)
 	srv, err := server.NewServer(so)
@@ -142,12 +148,17 @@ func (s *Server) start(port int) error {
 	return nil
 }
 
-// ClientURL returns the URL clients connect to, e.g. "nats://127.0.0.1:4222".
+// ClientURL returns the URL clients connect to, e.g. "nats://127.0.0.1:4222",
+// or "tls://…" with [Options.TLS].
 // It stays the same across [Server.Restart].
 func (s *Server) ClientURL() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return fmt.Sprintf("nats://%s", net.JoinHostPort(s.opts.Host, fmt.Sprint(s.port)))
+	scheme := "nats"
+	if s.opts.TLS != nil {
+		scheme = "tls"
+	}
+	return fmt.Sprintf("%s://%s", scheme, net.JoinHostPort(s.opts.Host, fmt.Sprint(s.port)))
 }
 
 // Port returns the TCP port the server listens on.
