@@ -67,23 +67,28 @@ func (s *Sender) buildAt(id string, payload []byte, now time.Time) (*Outbound, e
 	// RFC 4130 §7.3.1: for an unsigned, unencrypted message the MIC covers
 	// the content without MIME headers. For a signed message it covers the
 	// signed entity, and for an encrypted unsigned one the entity before
-	// encryption: in both cases the canonical payload entity, headers
-	// included, which is exactly what the first step wraps.
+	// encryption. RFC 5402 §4 keeps this with compression: a signed
+	// message's MIC covers what was signed (the compressed entity under
+	// compress-sign, the payload entity under sign-compress), an unsigned
+	// one's the uncompressed payload entity with its MIME header fields.
 	micContent := payload
 	if len(s.steps) > 0 {
 		content.Header.Set("Content-Transfer-Encoding", "binary")
 		micContent = content.canonical()
 	}
-	mic, err := ComputeMIC(s.sign.micalg, micContent)
-	if err != nil {
-		return nil, err
-	}
-
+	var err error
 	outer := content
-	for _, step := range s.steps {
+	for i, step := range s.steps {
+		if i == s.signAt {
+			micContent = outer.canonical()
+		}
 		if outer, err = step(outer); err != nil {
 			return nil, err
 		}
+	}
+	mic, err := ComputeMIC(s.sign.micalg, micContent)
+	if err != nil {
+		return nil, err
 	}
 
 	msgID := MessageID(id, s.cfg.MessageIDDomain)
