@@ -37,6 +37,14 @@ const (
 // message, "the uncompressed data content including all MIME header
 // fields").
 
+// AS2Version is the AS2-Version header value of the messages a [Sender]
+// sends and of as2partner's MDNs: "1.2". Version 1.1 announces support for
+// compressed-data (RFC 5402 §3), which both sides now have: a Sender
+// compresses (Config.Compression) and [OpenMessage] decompresses at any
+// layer. Version 1.2 adds the EDIINT-Features header (RFC 6017); sending
+// none announces no optional feature.
+const AS2Version = "1.2"
+
 // DefaultMaxDecompressedSize is the default bound of
 // OpenOptions.MaxDecompressedSize: 64 MiB.
 const DefaultMaxDecompressedSize = 64 << 20

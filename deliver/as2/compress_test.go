@@ -112,6 +112,9 @@ func TestSenderCompressionOrders(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if v := out.Header.Get("AS2-Version"); v != "1.2" {
+				t.Errorf("AS2-Version %q, want 1.2 (compression supported both ways)", v)
+			}
 			names, signed := layers(t, out)
 			if strings.Join(names, " | ") != strings.Join(tt.want, " | ") {
 				t.Fatalf("layers %q, want %q", names, tt.want)

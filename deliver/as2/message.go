@@ -44,9 +44,11 @@ type Outbound struct {
 
 // Build turns payload into the [Outbound] that Send would POST for the
 // message id, with the current time in the Date header: the payload entity
-// (Content-Type Config.ContentType), signed (multipart/signed) when the
-// Config has a signing key, then encrypted (application/pkcs7-mime) when it
-// has the partner's encryption certificate; the outermost entity's header
+// (Content-Type Config.ContentType), compressed before or after signing as
+// Config.Compression says (application/pkcs7-mime compressed-data), signed
+// (multipart/signed) when the Config has a signing key, then encrypted
+// (application/pkcs7-mime) when it has the partner's encryption
+// certificate; the outermost entity's header
 // fields become HTTP headers. It returns an error
 // wrapping [ErrMessageID] if id is not a dot-atom (a UUID is), or
 // [ErrEmptyPayload]. Build is safe for concurrent use.
@@ -93,7 +95,7 @@ func (s *Sender) buildAt(id string, payload []byte, now time.Time) (*Outbound, e
 
 	msgID := MessageID(id, s.cfg.MessageIDDomain)
 	h := http.Header{}
-	h.Set("AS2-Version", "1.2")
+	h.Set("AS2-Version", AS2Version)
 	h.Set("AS2-From", QuoteAS2ID(s.cfg.From))
 	h.Set("AS2-To", QuoteAS2ID(s.cfg.To))
 	h.Set("Message-ID", msgID)
