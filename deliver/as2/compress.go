@@ -123,8 +123,8 @@ func Compress(content []byte) ([]byte, error) {
 	})
 }
 
-// Decompress opens a CMS compressed-data ContentInfo (RFC 3274; DER, or
-// base64 of DER as S/MIME tools write it) compressed with zlib, and
+// Decompress opens a CMS compressed-data ContentInfo (RFC 3274; DER or
+// BER with indefinite lengths, raw or base64 as S/MIME tools write it) compressed with zlib, and
 // returns its content, normally a MIME entity. It reads at most max bytes
 // of decompressed content (max <= 0 means [DefaultMaxDecompressedSize]), so
 // a zlib bomb costs at most max bytes of memory. The error wraps
@@ -140,7 +140,13 @@ func Decompress(body []byte, max int64) ([]byte, error) {
 	}
 	var ci cmsContentInfo
 	if _, err := asn1.Unmarshal(der, &ci); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrDecompression, err)
+		// BER, as streaming CMS producers write it.
+		if der, err = berToDER(der); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrDecompression, err)
+		}
+		if _, err := asn1.Unmarshal(der, &ci); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrDecompression, err)
+		}
 	}
 	if !ci.ContentType.Equal(oidCompressedData) {
 		return nil, fmt.Errorf("%w: content type %v is not compressed-data", ErrDecompression, ci.ContentType)
@@ -179,6 +185,10 @@ func isCompressedData(body []byte) bool {
 		return false
 	}
 	var ci cmsContentInfo
-	_, err = asn1.Unmarshal(der, &ci)
+	if _, err = asn1.Unmarshal(der, &ci); err != nil {
+		if der, err = berToDER(der); err == nil {
+			_, err = asn1.Unmarshal(der, &ci)
+		}
+	}
 	return err == nil && ci.ContentType.Equal(oidCompressedData)
 }

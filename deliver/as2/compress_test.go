@@ -389,3 +389,12 @@ func TestSendBoundsResponse(t *testing.T) {
 		t.Errorf("Send allocated %d bytes reading a response bounded at 4 KiB", alloc)
 	}
 }
+
+// TestPartnerConfigMaxDecompressedSize: a negative bound is a
+// configuration error naming the field.
+func TestPartnerConfigMaxDecompressedSize(t *testing.T) {
+	_, err := as2partner.New(as2partner.Config{MaxDecompressedSize: -1})
+	if !errors.Is(err, as2partner.ErrMaxBodySize) || !strings.Contains(err.Error(), "Config.MaxDecompressedSize") {
+		t.Fatalf("New = %v, want ErrMaxBodySize naming Config.MaxDecompressedSize", err)
+	}
+}
