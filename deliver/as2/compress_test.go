@@ -16,6 +16,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/deliver/as2"
 	"github.com/floodgate-go/floodgate/deliver/as2/as2partner"
+	"github.com/smallstep/pkcs7"
 )
 
 // x12Control is the interchange control number (ISA13) of payload(t).
@@ -396,5 +397,32 @@ func TestPartnerConfigMaxDecompressedSize(t *testing.T) {
 	_, err := as2partner.New(as2partner.Config{MaxDecompressedSize: -1})
 	if !errors.Is(err, as2partner.ErrMaxBodySize) || !strings.Contains(err.Error(), "Config.MaxDecompressedSize") {
 		t.Fatalf("New = %v, want ErrMaxBodySize naming Config.MaxDecompressedSize", err)
+	}
+}
+
+// TestOpenOpaqueSigned: application/pkcs7-mime; smime-type=signed-data is
+// verified against the pinned certificate, and its content opened.
+func TestOpenOpaqueSigned(t *testing.T) {
+	pki := testPKI(t)
+	body := payload(t)
+	entity := append([]byte("Content-Type: application/EDI-X12\r\nContent-Transfer-Encoding: binary\r\n\r\n"), body...)
+	sd, err := pkcs7.NewSignedData(entity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sd.AddSigner(pki.Sender.Cert, pki.Sender.Key, pkcs7.SignerInfoConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	der, err := sd.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ct = `application/pkcs7-mime; smime-type=signed-data; name="smime.p7m"`
+	o, err := as2.OpenMessage(ct, der, as2.OpenOptions{SignerCert: pki.Sender.Cert})
+	if err != nil || !o.Signed || !bytes.Equal(o.Payload, body) || o.MIC != entityMIC("sha-256", body) {
+		t.Fatalf("OpenMessage = %+v, %v", o, err)
+	}
+	if _, err := as2.OpenMessage(ct, der, as2.OpenOptions{SignerCert: other.Cert}); !errors.Is(err, as2.ErrSignature) {
+		t.Fatalf("OpenMessage with another signer's certificate = %v, want ErrSignature", err)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"mime"
 	"net/textproto"
 	"strings"
+
+	"github.com/smallstep/pkcs7"
 )
 
 // maxLayers bounds the S/MIME layers OpenMessage opens, so a message
@@ -22,6 +24,9 @@ const bareContentType = "application/octet-stream"
 //   - application/pkcs7-mime with smime-type=compressed-data (or, without
 //     smime-type, a CMS compressed-data body): decompressed (RFC 3274,
 //     RFC 5402), bounded by opts.MaxDecompressedSize;
+//   - application/pkcs7-mime with smime-type=signed-data: verified, the
+//     content taken from inside the signature (RFC 5751 §3.4.2, opaque
+//     signing);
 //   - other application/pkcs7-mime: decrypted (enveloped-data, RFC 5751
 //     §3.3);
 //   - multipart/signed: verified (RFC 5751 §3.5.3).
@@ -53,10 +58,16 @@ func openMessage(contentType string, body []byte, opts OpenOptions) (*Opened, er
 		switch mediaType {
 		case mediaPKCS7MIME, "application/x-pkcs7-mime":
 			smimeType := strings.ToLower(params["smime-type"])
-			if smimeType == "compressed-data" || (smimeType == "" && isCompressedData(body)) {
+			switch {
+			case smimeType == "compressed-data" || (smimeType == "" && isCompressedData(body)):
 				inner, err = Decompress(body, opts.MaxDecompressedSize)
 				o.Compressed = true
-			} else {
+			case smimeType == "signed-data":
+				var signer *x509.Certificate
+				if inner, signer, err = verifyOpaque(body, opts.SignerCert); err == nil && !o.Signed {
+					o.Signed, o.Signer, micContent = true, signer, inner
+				}
+			default:
 				inner, err = Decrypt(body, opts.Cert, opts.Key)
 				o.Encrypted = true
 			}
@@ -124,4 +135,27 @@ func parseInner(content []byte) (textproto.MIMEHeader, []byte, error) {
 		}
 	}
 	return nil, content, nil
+}
+
+// verifyOpaque verifies an opaque CMS SignedData (the body of an
+// application/pkcs7-mime; smime-type=signed-data entity, DER, BER or
+// base64) and returns the content it encapsulates and the signer, pinned to
+// cert when cert is non-nil. The error wraps [ErrSignature].
+func verifyOpaque(body []byte, cert *x509.Certificate) ([]byte, *x509.Certificate, error) {
+	der, err := derOrBase64(body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: body is neither DER nor base64 DER", ErrSignature)
+	}
+	p7, err := pkcs7.Parse(der)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", ErrSignature, err)
+	}
+	if len(p7.Content) == 0 {
+		return nil, nil, fmt.Errorf("%w: signed-data without content (detached)", ErrSignature)
+	}
+	signer, err := verifyDetached(p7.Content, der, cert)
+	if err != nil {
+		return nil, nil, err
+	}
+	return p7.Content, signer, nil
 }

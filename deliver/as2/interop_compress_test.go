@@ -182,7 +182,15 @@ func TestInteropOpenSSLVectors(t *testing.T) {
 		openssl(t, dir, "cms", "-encrypt", "-in", in, "-binary", "-aes256", "-outform", "DER", "-out", "enc.der", files.PartnerCert)
 		return readFile(t, dir, "enc.der")
 	}
-	const enveloped = `application/pkcs7-mime; smime-type=enveloped-data; name="smime.p7m"`
+	signOpaque := func(in string) []byte {
+		openssl(t, dir, "cms", "-sign", "-nodetach", "-in", in, "-signer", files.SenderCert, "-inkey", files.SenderKey,
+			"-md", "sha256", "-binary", "-outform", "DER", "-out", "opaque.der")
+		return readFile(t, dir, "opaque.der")
+	}
+	const (
+		enveloped    = `application/pkcs7-mime; smime-type=enveloped-data; name="smime.p7m"`
+		opaqueSigned = `application/pkcs7-mime; smime-type=signed-data; name="smime.p7m"`
+	)
 	mic := func(b []byte) string { m, _ := as2.ComputeMIC("sha-256", b); return m }
 	signedPart := func(signedFile []byte) []byte { s, _ := splitSigned(t, signedFile); return s }
 
@@ -213,6 +221,13 @@ func TestInteropOpenSSLVectors(t *testing.T) {
 			writeFile(t, dir, "zip.eml", zipEntity(opensslCompress(t, dir, entity)))
 			return enveloped, encrypt("zip.eml"), mic(entity)
 		}, true, false, true},
+		{"opaque signed (signed-data)", func() (string, []byte, string) {
+			return opaqueSigned, signOpaque("entity.txt"), mic(entity)
+		}, false, true, false},
+		{"bare payload opaque signed and encrypted", func() (string, []byte, string) {
+			writeFile(t, dir, "opaque.eml", append([]byte("Content-Type: "+opaqueSigned+"\r\nContent-Transfer-Encoding: binary\r\n\r\n"), signOpaque("payload.x12")...))
+			return enveloped, encrypt("opaque.eml"), mic(body)
+		}, false, true, true},
 		{"bare payload encrypted", func() (string, []byte, string) {
 			return enveloped, encrypt("payload.x12"), mic(body)
 		}, false, false, true},

@@ -406,8 +406,8 @@ type Opened struct {
 // MDN. This is the receiving side of what a [Sender] sends, for partners,
 // simulators and tests. See [openMessage] in envelope.go for the layers
 // understood: enveloped-data (decrypted), compressed-data (decompressed,
-// RFC 5402, at most OpenOptions.MaxDecompressedSize bytes) and
-// multipart/signed (verified), nested in any order, and inner entities
+// RFC 5402, at most OpenOptions.MaxDecompressedSize bytes), multipart/signed
+// and opaque signed-data (verified), nested in any order, and inner entities
 // without MIME header fields (bare payloads).
 //
 // The error wraps [ErrDecryption], [ErrDecompression], [ErrSignature] or
