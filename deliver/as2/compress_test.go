@@ -291,9 +291,11 @@ func TestDecompressZlibBomb(t *testing.T) {
 	if !errors.Is(err, as2.ErrDecompression) || !errors.Is(err, as2.ErrTooLarge) {
 		t.Fatalf("Decompress = %v, want ErrDecompression and ErrTooLarge", err)
 	}
-	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16*limit {
+	alloc := after.TotalAlloc - before.TotalAlloc
+	if alloc > 16*limit {
 		t.Errorf("Decompress allocated %d bytes for a %d-byte bound", alloc, limit)
 	}
+	t.Logf("a %d-byte bomb of 16 MiB stopped at %d bytes, %d bytes allocated", len(bomb), limit, alloc)
 
 	partner, url := openPartner(t, func(c *as2partner.Config) { c.MaxDecompressedSize = limit })
 	mdn := post(t, url, compressedType, bomb)
