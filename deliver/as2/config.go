@@ -156,6 +156,13 @@ type Config struct {
 	// clock. Must be safe for concurrent use.
 	Now func() time.Time
 
+	// Compression compresses each message (CMS compressed-data, RFC 3274,
+	// zlib) in the order named: [CompressBeforeSign] ("compress-sign") or
+	// [CompressAfterSign] ("sign-compress"); encryption, if any, comes
+	// last. The MIC follows RFC 5402 §4 for each order (see the constants).
+	// Optional. Default [CompressNone] (""): no compression.
+	Compression string
+
 	// MDNMode is how the partner answers: [MDNSync] (the default) asks for
 	// a synchronous MDN, and a 2xx answer without one is delivered,
 	// unconfirmed (a [deliver.Warning], never resent: the partner has the
@@ -285,7 +292,7 @@ func (c *Config) setDefaults() {
 // valid: the check [NewSender] makes. It does not modify c. The error names
 // the field and wraps the sentinel that states its allowed range: one of
 // [ErrURL], [ErrAS2ID], [ErrContentType], [ErrHeaderValue],
-// [ErrMessageIDDomain], [ErrNegative], [ErrMDNMode], [ErrAlgorithm], [ErrMissingKey],
+// [ErrMessageIDDomain], [ErrNegative], [ErrCompression], [ErrMDNMode], [ErrAlgorithm], [ErrMissingKey],
 // [ErrMissingCert], [ErrKeyMismatch], [ErrKeyType], [ErrCertExpired],
 // [ErrCertNotYetValid] (as a [*TrustError], with [ErrCertNotPinned] and
 // [ErrCertUntrusted], see trust.go), [ErrRollover] or [ErrFilename]. Certificates are
@@ -326,6 +333,9 @@ func (c Config) validateAt(now time.Time) error {
 	}
 	if c.MaxMDNSize < 0 {
 		return fmt.Errorf("Config.MaxMDNSize %d: %w", c.MaxMDNSize, ErrNegative)
+	}
+	if err := c.validateCompression(); err != nil {
+		return err
 	}
 	if err := c.validateMDN(); err != nil {
 		return err

@@ -43,6 +43,10 @@
 //     enveloped-data entity (RFC 5751 §3.3) in AES-256-CBC (default),
 //     AES-128-CBC or 3DES, the content key sent with RSA PKCS #1 v1.5, or
 //     RSA-OAEP (Config.KeyTransport);
+//   - compressed (Config.Compression, RFC 5402): an application/pkcs7-mime
+//     compressed-data entity (RFC 3274, zlib), before signing
+//     ([CompressBeforeSign]) or after it ([CompressAfterSign]), always
+//     inside the encryption;
 //   - the outermost entity's header fields become HTTP headers and its body
 //     the HTTP body, in binary (RFC 4130 §5.2).
 //
@@ -55,7 +59,15 @@
 // The MIC of RFC 4130 §7.3.1 is computed in the signing digest: over the
 // payload alone for a plain message; over the canonical payload entity
 // (header lines ending in CRLF, an empty line, the content unchanged) for a
-// signed or encrypted one: exactly the bytes the signature covers.
+// signed or encrypted one: exactly the bytes the signature covers. With
+// compression (RFC 5402 §4) a signed message's MIC still covers what was
+// signed (the compressed entity under [CompressBeforeSign]), an unsigned
+// one's the uncompressed payload entity, headers included.
+//
+// [OpenMessage] opens what other products send: enveloped-data,
+// compressed-data (at most OpenOptions.MaxDecompressedSize bytes) and
+// multipart/signed layers in any order, and bare payloads (no MIME header
+// fields) inside them.
 //
 // # Receipts
 //

@@ -142,3 +142,18 @@ var (
 	// ([deliver.WarnMDNWarning]).
 	ErrMDNWarning = errors.New("as2: MDN disposition is processed with a warning")
 )
+
+// Errors of compression (RFC 5402, RFC 3274).
+var (
+	// ErrCompression: Config.Compression is not [CompressNone],
+	// [CompressBeforeSign] or [CompressAfterSign].
+	ErrCompression = errors.New(`as2: compression must be "", "compress-sign" or "sign-compress"`)
+	// ErrDecompression: an application/pkcs7-mime compressed-data body
+	// cannot be decompressed (not CMS compressed-data, not zlib, corrupted,
+	// or too large), RFC 5402 §5 "decompression-failed".
+	ErrDecompression = errors.New("as2: cannot decompress")
+	// ErrTooLarge: decompressed content exceeds its bound
+	// (OpenOptions.MaxDecompressedSize): a zlib bomb, or a limit set too
+	// low. It comes wrapped with [ErrDecompression].
+	ErrTooLarge = errors.New("as2: decompressed content too large")
+)

@@ -44,9 +44,11 @@ type Outbound struct {
 
 // Build turns payload into the [Outbound] that Send would POST for the
 // message id, with the current time in the Date header: the payload entity
-// (Content-Type Config.ContentType), signed (multipart/signed) when the
-// Config has a signing key, then encrypted (application/pkcs7-mime) when it
-// has the partner's encryption certificate; the outermost entity's header
+// (Content-Type Config.ContentType), compressed before or after signing as
+// Config.Compression says (application/pkcs7-mime compressed-data), signed
+// (multipart/signed) when the Config has a signing key, then encrypted
+// (application/pkcs7-mime) when it has the partner's encryption
+// certificate; the outermost entity's header
 // fields become HTTP headers. It returns an error
 // wrapping [ErrMessageID] if id is not a dot-atom (a UUID is), or
 // [ErrEmptyPayload]. Build is safe for concurrent use.
@@ -71,28 +73,33 @@ func (s *Sender) buildAt(id string, payload []byte, filename string, now time.Ti
 	// RFC 4130 §7.3.1: for an unsigned, unencrypted message the MIC covers
 	// the content without MIME headers. For a signed message it covers the
 	// signed entity, and for an encrypted unsigned one the entity before
-	// encryption: in both cases the canonical payload entity, headers
-	// included, which is exactly what the first step wraps.
+	// encryption. RFC 5402 §4 keeps this with compression: a signed
+	// message's MIC covers what was signed (the compressed entity under
+	// compress-sign, the payload entity under sign-compress), an unsigned
+	// one's the uncompressed payload entity with its MIME header fields.
 	micContent := payload
 	if len(s.steps) > 0 {
 		content = s.encodePayload(content)
 		micContent = content.canonical()
+	}
+	var err error
+	outer := content
+	for i, step := range s.steps {
+		if i == s.signAt {
+			micContent = outer.canonical()
+		}
+		if outer, err = step(outer); err != nil {
+			return nil, err
+		}
 	}
 	mic, err := ComputeMIC(s.sign.micalg, micContent)
 	if err != nil {
 		return nil, err
 	}
 
-	outer := content
-	for _, step := range s.steps {
-		if outer, err = step(outer); err != nil {
-			return nil, err
-		}
-	}
-
 	msgID := MessageID(id, s.cfg.MessageIDDomain)
 	h := http.Header{}
-	h.Set("AS2-Version", "1.2")
+	h.Set("AS2-Version", AS2Version)
 	h.Set("AS2-From", QuoteAS2ID(s.cfg.From))
 	h.Set("AS2-To", QuoteAS2ID(s.cfg.To))
 	h.Set("Message-ID", msgID)

@@ -25,7 +25,8 @@ type Sender struct {
 	client *http.Client
 	sign   signAlg    // digest of signatures and MICs
 	enc    encryptAlg // content encryption, when EncryptionCert is set
-	steps  []bodyStep // sign, then encrypt, as configured
+	steps  []bodyStep // compress, sign, encrypt, in the configured order
+	signAt int        // index of the sign step in steps, or -1
 }
 
 // NewSender validates cfg, applies its defaults and returns a Sender. The
@@ -44,8 +45,16 @@ func NewSender(cfg Config) (*Sender, error) {
 	if s.enc, err = lookupEncryptAlg(cfg.EncryptAlgorithm); err != nil {
 		return nil, fmt.Errorf("invalid config: Config.EncryptAlgorithm: %w", err)
 	}
+	s.signAt = -1
+	if cfg.Compression == CompressBeforeSign {
+		s.steps = append(s.steps, compressStep())
+	}
 	if cfg.SigningCert != nil {
+		s.signAt = len(s.steps)
 		s.steps = append(s.steps, s.signStep())
+	}
+	if cfg.Compression == CompressAfterSign {
+		s.steps = append(s.steps, compressStep())
 	}
 	if cfg.EncryptionCert != nil {
 		s.steps = append(s.steps, s.encryptStep())

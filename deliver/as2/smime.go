@@ -370,6 +370,11 @@ type OpenOptions struct {
 	// signed message is in the digest it was signed with), else sha-256;
 	// an unknown one falls back to sha-256.
 	MICAlgorithm string
+	// MaxDecompressedSize bounds the content of each compressed-data
+	// layer, in bytes: a larger one fails with [ErrDecompression] and
+	// [ErrTooLarge] after reading at most this much (a zlib bomb).
+	// Optional. Default [DefaultMaxDecompressedSize] (64 MiB).
+	MaxDecompressedSize int64
 }
 
 // Opened is an AS2 message as received and opened by [OpenMessage].
@@ -381,84 +386,38 @@ type Opened struct {
 	ContentType string
 	// Payload is the content, with its Content-Transfer-Encoding undone.
 	Payload []byte
-	// Encrypted and Signed report the layers that were opened.
-	Encrypted, Signed bool
+	// Encrypted, Signed and Compressed report the layers that were opened.
+	Encrypted, Signed, Compressed bool
+	// Bare reports that the innermost entity had no MIME header fields:
+	// the payload alone was encrypted, signed or compressed. Header is then
+	// nil and ContentType "application/octet-stream".
+	Bare bool
 	// Signer is the certificate that signed the message, or nil.
 	Signer *x509.Certificate
 	// MIC is the Received-Content-MIC to return in the MDN, RFC 4130
-	// §7.3.1: over the signed entity (header and content, canonical) of a
-	// signed message, the decrypted entity of an encrypted unsigned one, and
-	// the content alone of a plain one.
+	// §7.3.1 and RFC 5402 §4: over the signed entity (header and content,
+	// canonical, compressed or not) of a signed message; over the innermost
+	// entity (decrypted and decompressed, with its MIME header fields) of
+	// an encrypted or compressed unsigned one; over the content alone of a
+	// plain one.
 	MIC string
 }
 
 // OpenMessage opens an AS2 message given its Content-Type header value and
-// body: it decrypts an application/pkcs7-mime enveloped-data body, verifies
-// a multipart/signed entity (inside the encryption or at the top), and
-// returns the payload and the MIC to put in the MDN. This is the receiving
-// side of what a [Sender] sends, for partners, simulators and tests.
+// body, layer by layer, and returns the payload and the MIC to put in the
+// MDN. This is the receiving side of what a [Sender] sends, for partners,
+// simulators and tests. See [openMessage] in envelope.go for the layers
+// understood: enveloped-data (decrypted), compressed-data (decompressed,
+// RFC 5402, at most OpenOptions.MaxDecompressedSize bytes), multipart/signed
+// and opaque signed-data (verified), nested in any order, and inner entities
+// without MIME header fields (bare payloads).
 //
-// The error wraps [ErrDecryption], [ErrSignature] or [ErrMalformedMIME];
-// the message is then not processed and the MDN should say
-// "processed/error: decryption-failed" or "authentication-failed"
-// (RFC 4130 §7.4.3).
+// The error wraps [ErrDecryption], [ErrDecompression], [ErrSignature] or
+// [ErrMalformedMIME]; the message is then not processed and the MDN should
+// say "processed/error: decryption-failed", "decompression-failed"
+// (RFC 5402 §5) or "authentication-failed" (RFC 4130 §7.4.3).
 func OpenMessage(contentType string, body []byte, opts OpenOptions) (*Opened, error) {
-	micAlg := MICAlgSHA256
-	if opts.MICAlgorithm != "" {
-		if a, err := lookupSignAlg(opts.MICAlgorithm); err == nil {
-			micAlg = a.micalg
-		}
-	}
-	o := &Opened{ContentType: contentType}
-	micContent := body
-	cte := ""
-	mediaType, _, err := mime.ParseMediaType(contentType)
-	if err != nil {
-		return nil, fmt.Errorf("%w: Content-Type %q: %v", ErrMalformedMIME, contentType, err)
-	}
-	if mediaType == mediaPKCS7MIME || mediaType == "application/x-pkcs7-mime" {
-		plain, err := Decrypt(body, opts.Cert, opts.Key)
-		if err != nil {
-			return nil, err
-		}
-		h, b, err := parseEntity(plain)
-		if err != nil {
-			return nil, err
-		}
-		o.Encrypted, o.Header, o.ContentType = true, h, h.Get("Content-Type")
-		micContent, body, cte = plain, b, h.Get("Content-Transfer-Encoding")
-		if mediaType, _, err = mime.ParseMediaType(o.ContentType); err != nil {
-			return nil, fmt.Errorf("%w: decrypted Content-Type %q: %v", ErrMalformedMIME, o.ContentType, err)
-		}
-	}
-	if mediaType == mediaSigned {
-		if opts.MICAlgorithm == "" {
-			// RFC 4130 §7.3.1: the MIC of a signed message is in the
-			// digest it was signed with (its micalg parameter).
-			if _, params, err := mime.ParseMediaType(o.ContentType); err == nil {
-				if a, err := lookupSignAlg(params["micalg"]); err == nil {
-					micAlg = a.micalg
-				}
-			}
-		}
-		signed, signer, err := VerifySigned(o.ContentType, body, opts.SignerCert)
-		if err != nil {
-			return nil, err
-		}
-		h, b, err := parseEntity(signed)
-		if err != nil {
-			return nil, err
-		}
-		o.Signed, o.Signer, o.Header, o.ContentType = true, signer, h, h.Get("Content-Type")
-		micContent, body, cte = signed, b, h.Get("Content-Transfer-Encoding")
-	}
-	if o.Payload, err = decodeBody(cte, body); err != nil {
-		return nil, err
-	}
-	if o.MIC, err = ComputeMIC(micAlg, micContent); err != nil {
-		return nil, err
-	}
-	return o, nil
+	return openMessage(contentType, body, opts)
 }
 
 // signedReceiptMICAlg returns the first MIC algorithm of a

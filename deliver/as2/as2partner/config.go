@@ -125,6 +125,12 @@ type Config struct {
 	// MaxBodySize bounds a request body, in bytes; a larger one gets HTTP
 	// 413. Optional. Default 10 MiB. Must not be negative.
 	MaxBodySize int64
+	// MaxDecompressedSize bounds the content of each compressed-data layer
+	// of a request, in bytes (RFC 5402): a larger one (a zlib bomb) gets
+	// "processed/error: decompression-failed" after at most this much is
+	// read. Optional. Default [as2.DefaultMaxDecompressedSize] (64 MiB).
+	// Must not be negative.
+	MaxDecompressedSize int64
 
 	// Cert is the partner's certificate and Key its private key. They
 	// decrypt application/pkcs7-mime requests (Key must then be RSA), and
@@ -192,6 +198,9 @@ func (c *Config) setDefaults() {
 		c.MaxBodySize = DefaultMaxBodySize
 	}
 	c.Async.setDefaults()
+	if c.MaxDecompressedSize == 0 {
+		c.MaxDecompressedSize = as2.DefaultMaxDecompressedSize
+	}
 }
 
 // Validate reports whether c, with defaults applied to its zero fields, is
@@ -241,6 +250,9 @@ func (c *Config) validate() error {
 	}
 	if c.MaxBodySize < 0 {
 		return fmt.Errorf("Config.MaxBodySize %d: %w", c.MaxBodySize, ErrMaxBodySize)
+	}
+	if c.MaxDecompressedSize < 0 {
+		return fmt.Errorf("Config.MaxDecompressedSize %d: %w", c.MaxDecompressedSize, ErrMaxBodySize)
 	}
 	switch {
 	case c.Cert != nil && c.Key == nil:

@@ -59,11 +59,15 @@
 //
 // The partner speaks the signed and encrypted AS2 of [as2.Sender], through
 // [as2.OpenMessage]: with Config.Cert and Config.Key it decrypts
-// application/pkcs7-mime requests, verifies multipart/signed ones (against
-// Config.SenderCert when set), computes the MIC of RFC 4130 §7.3.1 in the
+// application/pkcs7-mime requests, decompresses compressed-data ones at any
+// layer (RFC 5402, at most Config.MaxDecompressedSize bytes), accepts bare
+// payloads without MIME header fields inside an envelope or signature,
+// verifies multipart/signed ones (against Config.SenderCert when set),
+// computes the MIC of RFC 4130 §7.3.1 in the
 // algorithm the request asked for, and signs its MDN when the request asked
 // for a signed receipt. Failures are answered as a real partner does, with
-// an MDN: "processed/error: decryption-failed", "authentication-failed"
+// an MDN: "processed/error: decryption-failed", "decompression-failed"
+// (RFC 5402 §5), "authentication-failed"
 // (signature), "insufficient-message-security" (Config.RequireSigned,
 // Config.RequireEncrypted) or "unexpected-processing-error" (unreadable
 // MIME). [github.com/floodgate-go/floodgate/deliver/as2/as2test] makes

@@ -19,7 +19,8 @@ var (
 	ErrLatency = errors.New("as2partner: latency must not be negative")
 	// ErrAS2ID: Config.AS2ID is not 1 to 128 printable ASCII characters.
 	ErrAS2ID = errors.New("as2partner: AS2 ID must be 1 to 128 printable ASCII characters (RFC 4130 §6.2)")
-	// ErrMaxBodySize: Config.MaxBodySize is negative.
+	// ErrMaxBodySize: Config.MaxBodySize or Config.MaxDecompressedSize is
+	// negative.
 	ErrMaxBodySize = errors.New("as2partner: max body size must not be negative")
 	// ErrKey: Config.Cert and Config.Key are not both set, or Key is not
 	// Cert's private key.

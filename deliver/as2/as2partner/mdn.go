@@ -83,7 +83,7 @@ func (p *Partner) buildMDN(req request, disposition, text string) (http.Header, 
 	p.mu.Unlock()
 
 	h := http.Header{}
-	h["AS2-Version"] = []string{"1.2"}
+	h["AS2-Version"] = []string{as2.AS2Version}
 	h["AS2-From"] = []string{as2.QuoteAS2ID(us)}
 	h["AS2-To"] = []string{as2.QuoteAS2ID(req.from)}
 	h["Message-ID"] = []string{fmt.Sprintf("<mdn-%d-%d@%s>", p.created, seq, reportingUA)}

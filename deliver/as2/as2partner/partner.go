@@ -42,6 +42,9 @@ type Stats struct {
 	// Signed and Encrypted count processed requests that were signed (and
 	// the signature verified) and encrypted (and decrypted).
 	Signed, Encrypted int
+	// Compressed counts processed requests that were compressed (and
+	// decompressed), at any layer (RFC 5402).
+	Compressed int
 	// SignedMDNs counts MDNs returned signed, of any disposition.
 	SignedMDNs int
 	// BadRequests counts HTTP 400, 405 and 413 answers.
@@ -418,10 +421,14 @@ func (p *Partner) process(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	opened, err := as2.OpenMessage(contentType, body, as2.OpenOptions{
 		Cert: p.cfg.Cert, Key: p.cfg.Key, SignerCert: p.cfg.SenderCert, MICAlgorithm: req.micalg,
+		MaxDecompressedSize: p.cfg.MaxDecompressedSize,
 	})
 	switch {
 	case errors.Is(err, as2.ErrDecryption):
 		p.answerError(w, req, "decryption-failed", err.Error())
+		return
+	case errors.Is(err, as2.ErrDecompression): // RFC 5402 §5
+		p.answerError(w, req, "decompression-failed", err.Error())
 		return
 	case errors.Is(err, as2.ErrSignature):
 		p.answerError(w, req, "authentication-failed", err.Error())
@@ -454,6 +461,9 @@ func (p *Partner) process(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	if opened.Encrypted {
 		p.stats.Encrypted++
+	}
+	if opened.Compressed {
+		p.stats.Compressed++
 	}
 	if cn, err := x12.ControlNumberOf(payload); err == nil {
 		p.controls[cn]++
