@@ -152,3 +152,48 @@ func envelopeOAEP(content []byte, cert *x509.Certificate, a encryptAlg, p oaepPa
 		Content:     asn1.RawValue{Class: asn1.ClassContextSpecific, Tag: 0, IsCompound: true, Bytes: inner},
 	})
 }
+
+// oaepDefaultParams returns der, an EnvelopedData ContentInfo, with the
+// parameters of its RSAES-OAEP key transport filled in where they are
+// absent: pyas2lib (oscrypto) writes id-RSAES-OAEP with no parameters,
+// which RFC 4055 §4.1 does not allow in CMS, but whose only reading is
+// the default one, SHA-1 and MGF1 with SHA-1 (the empty RSAES-OAEP-params
+// SEQUENCE), and github.com/smallstep/pkcs7 v0.2.3 refuses it. Anything
+// else, and any structure these types would not re-encode byte for byte,
+// is returned unchanged.
+func oaepDefaultParams(der []byte) []byte {
+	var ci cmsContentInfo
+	if rest, err := asn1.Unmarshal(der, &ci); err != nil || len(rest) != 0 || !ci.ContentType.Equal(pkcs7.OIDEnvelopedData) {
+		return der
+	}
+	var env cmsEnvelopedData
+	if rest, err := asn1.Unmarshal(ci.Content.Bytes, &env); err != nil || len(rest) != 0 {
+		return der
+	}
+	if same, err := asn1.Marshal(env); err != nil || !bytes.Equal(same, ci.Content.Bytes) {
+		return der // fields these types do not hold (originatorInfo, attributes)
+	}
+	changed := false
+	for i, r := range env.RecipientInfos {
+		if r.KeyEncryptionAlgorithm.Algorithm.Equal(pkcs7.OIDEncryptionAlgorithmRSAESOAEP) &&
+			len(r.KeyEncryptionAlgorithm.Parameters.FullBytes) == 0 {
+			env.RecipientInfos[i].KeyEncryptionAlgorithm.Parameters = oaepSHA1.params
+			changed = true
+		}
+	}
+	if !changed {
+		return der
+	}
+	inner, err := asn1.Marshal(env)
+	if err != nil {
+		return der
+	}
+	out, err := asn1.Marshal(cmsContentInfo{
+		ContentType: pkcs7.OIDEnvelopedData,
+		Content:     asn1.RawValue{Class: asn1.ClassContextSpecific, Tag: 0, IsCompound: true, Bytes: inner},
+	})
+	if err != nil {
+		return der
+	}
+	return out
+}

@@ -12,6 +12,7 @@ package as2_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -34,6 +35,7 @@ import (
 	"github.com/floodgate-go/floodgate/deliver/as2"
 	"github.com/floodgate-go/floodgate/deliver/as2/as2partner"
 	"github.com/floodgate-go/floodgate/deliver/as2/as2test"
+	"github.com/floodgate-go/floodgate/internal/natstest"
 )
 
 // pythonPath is Debian's interpreter, by its full path: another python3 on
@@ -219,16 +221,22 @@ type pyReceived struct {
 	Encrypted  bool   `json:"encrypted"`
 	DigestAlg  string `json:"digest_alg"`
 	EncAlg     string `json:"enc_alg"`
+	KeyAlg     string `json:"key_alg"`
 	MIC        string `json:"mic"`
 	Payload    []byte `json:"payload"`
 	MDNSigned  bool   `json:"mdn_signed"`
 	Compressed bool   `json:"compressed"`
+	MDNURL     string `json:"mdn_url"`
 }
 
 // TestInteropPyas2libReceives: floodgate's Sender → a pyas2lib receiver
 // (Message().parse, Mdn().build), answering with a synchronous MDN. pyas2lib
-// decrypts, verifies and reads the payload byte for byte, computes the same
-// MIC, and the Sender accepts its MDN, signed or not, checking its MIC.
+// decrypts, decompresses, verifies and reads the payload byte for byte,
+// computes the same MIC, and the Sender accepts its MDN, signed or not,
+// checking its MIC. Compression is sent in both orders (RFC 5402), and the
+// content key with RSA-OAEP as well as PKCS#1 v1.5; pyas2lib reads OAEP
+// with SHA-1 only (rsa-oaep-sha1). Asynchronous MDNs: see
+// testAsyncToPyas2lib.
 func TestInteropPyas2libReceives(t *testing.T) {
 	pki := testPKI(t)
 	x12, utf8Text, binary := interopPayloads(t)
@@ -245,7 +253,10 @@ func TestInteropPyas2libReceives(t *testing.T) {
 		from, to          string
 		contentType       string
 		body              []byte
+		compress          string // as2.Compress*
+		keyTransport      string // as2.KeyTransport*, "" for the default
 		wantDigest, wantC string // the digest pyas2lib read, the cipher asn1crypto read
+		wantKeyAlg        string // the key transport asn1crypto read, when encrypted
 		wantWarn          string // deliver.Warn* reason, or "" for a clean receipt
 	}{
 		{name: "sign sha256 + encrypt aes256-cbc, signed MDN, X12", sign: as2.SignSHA256, encrypt: as2.EncryptAES256CBC,
@@ -263,6 +274,32 @@ func TestInteropPyas2libReceives(t *testing.T) {
 			wantWarn: deliver.WarnMICMissing},
 		{name: "plain, unsigned MDN, AS2 names with spaces, UTF-8", from: "NORTHWIND RETAIL", to: "BLUE WATER HG",
 			contentType: "text/plain; charset=utf-8", body: utf8Text},
+
+		// Compression (RFC 5402), each order, with and without sign and
+		// encrypt: pyas2lib decompresses, and its MIC equals ours.
+		{name: "compress-sign, sign sha256 + encrypt aes256-cbc, signed MDN, X12", compress: as2.CompressBeforeSign,
+			sign: as2.SignSHA256, encrypt: as2.EncryptAES256CBC, signedMDN: true, body: x12, wantDigest: "sha256", wantC: "aes256_cbc"},
+		{name: "sign-compress, sign sha384 + encrypt aes128-cbc, signed MDN, binary", compress: as2.CompressAfterSign,
+			sign: as2.SignSHA384, encrypt: as2.EncryptAES128CBC, signedMDN: true, contentType: "application/octet-stream",
+			body: binary, wantDigest: "sha384", wantC: "aes128_cbc"},
+		{name: "compress-sign, sign sha512, unsigned MDN, UTF-8", compress: as2.CompressBeforeSign, sign: as2.SignSHA512,
+			contentType: "text/plain; charset=utf-8", body: utf8Text, wantDigest: "sha512"},
+		{name: "sign-compress, sign sha256, signed MDN, X12", compress: as2.CompressAfterSign, sign: as2.SignSHA256,
+			signedMDN: true, body: x12, wantDigest: "sha256"},
+		{name: "compress only, unsigned MDN, binary", compress: as2.CompressBeforeSign,
+			contentType: "application/octet-stream", body: binary},
+		{name: "sign-compress + encrypt aes256-cbc, no signature, signed MDN without MIC, X12", compress: as2.CompressAfterSign,
+			encrypt: as2.EncryptAES256CBC, signedMDN: true, body: x12, wantC: "aes256_cbc", wantWarn: deliver.WarnMICMissing},
+
+		// RSA-OAEP key transport (RFC 3560): pyas2lib decrypts the SHA-1
+		// form, alone and with a signature and compression.
+		{name: "OAEP sha1: sign sha256 + encrypt aes256-cbc, signed MDN, X12", keyTransport: as2.KeyTransportOAEPSHA1,
+			sign: as2.SignSHA256, encrypt: as2.EncryptAES256CBC, signedMDN: true, body: x12, wantDigest: "sha256",
+			wantC: "aes256_cbc", wantKeyAlg: "rsaes_oaep"},
+		{name: "OAEP sha1: compress-sign, sign sha384 + encrypt aes128-cbc, unsigned MDN, binary",
+			keyTransport: as2.KeyTransportOAEPSHA1, compress: as2.CompressBeforeSign, sign: as2.SignSHA384,
+			encrypt: as2.EncryptAES128CBC, contentType: "application/octet-stream", body: binary, wantDigest: "sha384",
+			wantC: "aes128_cbc", wantKeyAlg: "rsaes_oaep"},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -281,6 +318,7 @@ func TestInteropPyas2libReceives(t *testing.T) {
 				cfg.From, cfg.To = tt.from, tt.to
 			}
 			cfg.ContentType = tt.contentType
+			cfg.Compression, cfg.KeyTransport = tt.compress, tt.keyTransport
 			s, err := as2.NewSender(cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -309,6 +347,12 @@ func TestInteropPyas2libReceives(t *testing.T) {
 				got.DigestAlg != tt.wantDigest || got.EncAlg != tt.wantC || got.MDNSigned != tt.signedMDN {
 				t.Errorf("pyas2lib read signed %v (%q) encrypted %v (%q), signed its MDN %v",
 					got.Signed, got.DigestAlg, got.Encrypted, got.EncAlg, got.MDNSigned)
+			}
+			if got.Compressed != (tt.compress != "") {
+				t.Errorf("pyas2lib read compressed %v; sent %q", got.Compressed, tt.compress)
+			}
+			if wantKey := cmp.Or(tt.wantKeyAlg, "rsaes_pkcs1v15"); tt.encrypt != "" && got.KeyAlg != wantKey {
+				t.Errorf("pyas2lib read key transport %q; want %q", got.KeyAlg, wantKey)
 			}
 			// The MIC, computed independently on both sides, is the same.
 			if tt.sign != "" {
@@ -386,6 +430,8 @@ func TestInteropPyas2libReceives(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("async MDN", func(t *testing.T) { testAsyncToPyas2lib(t, rx, pki, hello.Port) })
 }
 
 // pySent is what sender.py reports about one message.
@@ -408,6 +454,7 @@ type recorder struct {
 	opts    as2.OpenOptions
 	mu      sync.Mutex
 	got     [][]byte
+	bodies  [][]byte // the request bodies, as received
 }
 
 func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -424,14 +471,19 @@ func (rec *recorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rec.mu.Lock()
 	rec.got = append(rec.got, p)
+	rec.bodies = append(rec.bodies, body)
 	rec.mu.Unlock()
 }
 
 // TestInteropPyas2libSends: a pyas2lib sender (Message().build) → the
-// as2partner receiver. as2partner decrypts, verifies and processes what
-// pyas2lib built, byte for byte, and pyas2lib accepts its MDN
-// (Mdn().parse: signature and MIC checked; a MIC mismatch would read
-// "processed/warning").
+// as2partner receiver. as2partner decrypts, decompresses, verifies and
+// processes what pyas2lib built, byte for byte, and pyas2lib accepts its
+// MDN (Mdn().parse: signature and MIC checked; a MIC mismatch would read
+// "processed/warning"). pyas2lib compresses before signing; its key
+// transport is PKCS#1 v1.5 or RSA-OAEP (rsaes_oaep, SHA-1). An
+// asynchronous MDN (mdn_mode ASYNC) is posted by as2partner to a loopback
+// URL this test serves, allowed in its Async.AllowURLs, and handed to
+// pyas2lib to parse.
 func TestInteropPyas2libSends(t *testing.T) {
 	pki := testPKI(t)
 	x12, utf8Text, binary := interopPayloads(t)
@@ -442,7 +494,9 @@ func TestInteropPyas2libSends(t *testing.T) {
 		name        string
 		sign        string // pyas2lib digest_alg, "" for unsigned
 		encrypt     string // pyas2lib enc_alg, "" for unencrypted
-		mdn         string // "SYNC", or "" for no MDN
+		compress    bool
+		keyEnc      string // pyas2lib key_enc_alg, "" for rsaes_pkcs1v15
+		mdn         string // "SYNC", "ASYNC", or "" for no MDN
 		mdnDigest   string // signed-receipt-micalg asked for, "" for an unsigned MDN
 		from, to    string
 		contentType string
@@ -463,8 +517,33 @@ func TestInteropPyas2libSends(t *testing.T) {
 		{name: "sign sha256, no MDN asked for, X12", sign: "sha256", body: x12},
 		{name: "signed by a certificate as2partner does not expect: error MDN", sign: "sha256", encrypt: "aes_256_cbc",
 			mdn: "SYNC", mdnDigest: "sha256", body: x12, signer: &other},
+
+		// Compression (pyas2lib compresses before signing).
+		{name: "compress, sign sha256 + encrypt aes_256_cbc, signed MDN, X12", compress: true, sign: "sha256",
+			encrypt: "aes_256_cbc", mdn: "SYNC", mdnDigest: "sha256", body: x12},
+		{name: "compress, sign sha1, unsigned MDN, UTF-8", compress: true, sign: "sha1", mdn: "SYNC",
+			contentType: "text/plain; charset=utf-8", body: utf8Text},
+		{name: "compress only, signed MDN, binary", compress: true, mdn: "SYNC", mdnDigest: "sha512",
+			contentType: "application/octet-stream", body: binary},
+
+		// RSA-OAEP key transport.
+		{name: "OAEP: sign sha256 + encrypt aes_256_cbc, signed MDN, X12", keyEnc: "rsaes_oaep", sign: "sha256",
+			encrypt: "aes_256_cbc", mdn: "SYNC", mdnDigest: "sha256", body: x12},
+		{name: "OAEP: compress + encrypt aes_128_cbc, unsigned MDN, binary", keyEnc: "rsaes_oaep", compress: true,
+			encrypt: "aes_128_cbc", mdn: "SYNC", contentType: "application/octet-stream", body: binary},
+
+		// Asynchronous MDNs, posted by as2partner to the test's URL.
+		{name: "async: sign sha256 + encrypt aes_256_cbc, signed MDN, X12", sign: "sha256", encrypt: "aes_256_cbc",
+			mdn: "ASYNC", mdnDigest: "sha256", body: x12},
+		{name: "async: compress, sign sha384, signed MDN, binary", compress: true, sign: "sha384", mdn: "ASYNC",
+			mdnDigest: "sha384", contentType: "application/octet-stream", body: binary},
+		{name: "async: plain, unsigned MDN, AS2 names with spaces, UTF-8", mdn: "ASYNC", from: "NORTHWIND RETAIL",
+			to: "BLUE WATER HG", contentType: "text/plain; charset=utf-8", body: utf8Text},
 	}
-	for _, tt := range tests {
+	catcher := &asyncMDNCatcher{mdns: make(chan caughtMDN, 1)}
+	receipts := httptest.NewServer(catcher)
+	defer receipts.Close()
+	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			from, to := buyerID, supplierID
 			if tt.from != "" {
@@ -472,6 +551,7 @@ func TestInteropPyas2libSends(t *testing.T) {
 			}
 			pcfg := pki.PartnerConfig()
 			pcfg.AS2ID, pcfg.RequireSigned, pcfg.RequireEncrypted = to, tt.sign != "", tt.encrypt != ""
+			pcfg.Async = as2partner.AsyncConfig{AllowURLs: []string{receipts.URL + "/mdn"}}
 			partner, err := as2partner.New(pcfg)
 			if err != nil {
 				t.Fatal(err)
@@ -484,9 +564,13 @@ func TestInteropPyas2libSends(t *testing.T) {
 				"url": srv.URL + "/as2", "from": from, "to": to,
 				"sign": tt.sign != "", "digest_alg": tt.sign, "encrypt": tt.encrypt != "", "enc_alg": tt.encrypt,
 				"content_type": tt.contentType, "payload": base64.StdEncoding.EncodeToString(tt.body),
+				"compress": tt.compress, "key_enc_alg": tt.keyEnc,
 			}
 			if tt.mdn != "" {
 				req["mdn_mode"] = tt.mdn
+			}
+			if tt.mdn == "ASYNC" {
+				req["mdn_url"] = receipts.URL + "/mdn/" + strconv.Itoa(i)
 			}
 			if tt.mdnDigest != "" {
 				req["mdn_digest_alg"] = tt.mdnDigest
@@ -503,6 +587,28 @@ func TestInteropPyas2libSends(t *testing.T) {
 			if got.HTTPStatus != http.StatusOK {
 				t.Fatalf("as2partner answered HTTP %d", got.HTTPStatus)
 			}
+			if tt.mdn == "ASYNC" {
+				// No MDN in the answer: as2partner posts it to our URL,
+				// and pyas2lib parses it there.
+				if got.MDNStatus != "" {
+					t.Fatalf("asynchronous MDN asked for; pyas2lib read one in the answer: %q", got.MDNStatus)
+				}
+				m := catcher.next(t)
+				hdr := map[string]string{}
+				for k := range m.header {
+					hdr[k] = m.header.Get(k)
+				}
+				tx.send(t, map[string]any{"mdn": map[string]any{"message_id": got.MessageID, "headers": hdr,
+					"body": base64.StdEncoding.EncodeToString(m.body)}})
+				var parsed pySent
+				tx.next(t, &parsed)
+				if parsed.Error != "" {
+					t.Fatalf("sender.py: %s", parsed.Error)
+				}
+				got.MDNStatus, got.MDNDetail, got.MDNSigned, got.MDNMIC = parsed.MDNStatus, parsed.MDNDetail, parsed.MDNSigned, parsed.MDNMIC
+				natstest.Eventually(t, 10*time.Second, func() bool { return partner.AsyncStats().Posted == 1 },
+					"as2partner AsyncStats %+v; want 1 posted", partner.AsyncStats())
+			}
 
 			st := partner.Stats()
 			if tt.signer != nil {
@@ -518,12 +624,15 @@ func TestInteropPyas2libSends(t *testing.T) {
 			if st.Processed != 1 || st.ErrorMDNs != 0 || partner.Received()["<"+got.MessageID+">"] != 1 {
 				t.Fatalf("as2partner Stats = %+v, Received = %v; want %s processed", st, partner.Received(), got.MessageID)
 			}
-			if st.Signed != b2i(tt.sign != "") || st.Encrypted != b2i(tt.encrypt != "") {
-				t.Errorf("as2partner saw signed %d, encrypted %d", st.Signed, st.Encrypted)
+			if st.Signed != b2i(tt.sign != "") || st.Encrypted != b2i(tt.encrypt != "") || st.Compressed != b2i(tt.compress) {
+				t.Errorf("as2partner saw signed %d, encrypted %d, compressed %d", st.Signed, st.Encrypted, st.Compressed)
 			}
 			rec.mu.Lock()
-			recorded := rec.got
+			recorded, bodies := rec.got, rec.bodies
 			rec.mu.Unlock()
+			if tt.encrypt != "" && len(bodies) == 1 && bytes.Contains(bodies[0], oidRSAESOAEP) != (tt.keyEnc == "rsaes_oaep") {
+				t.Errorf("pyas2lib's envelope names id-RSAES-OAEP: %v; key_enc_alg %q", !(tt.keyEnc == "rsaes_oaep"), tt.keyEnc)
+			}
 			if len(recorded) != 1 || !bytes.Equal(recorded[0], tt.body) {
 				t.Errorf("as2partner processed %d payloads; the first is not the %d bytes sent", len(recorded), len(tt.body))
 			}

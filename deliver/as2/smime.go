@@ -328,7 +328,9 @@ func verifyDetached(content, der []byte, cert *x509.Certificate) (*x509.Certific
 // entity, DER or base64) addressed to cert with its RSA private key, and
 // returns the content: normally a MIME entity. AES-128/192/256-CBC,
 // AES-GCM, DES-EDE3-CBC and DES-CBC content encryption and RSA PKCS #1 v1.5
-// or OAEP key transport are understood. The error wraps [ErrDecryption].
+// or OAEP key transport are understood; OAEP without parameters (as
+// pyas2lib writes it) is read as the SHA-1 default. The error wraps
+// [ErrDecryption].
 func Decrypt(body []byte, cert *x509.Certificate, key crypto.Signer) ([]byte, error) {
 	if cert == nil || key == nil {
 		return nil, fmt.Errorf("%w: no certificate and key to decrypt with", ErrDecryption)
@@ -341,7 +343,7 @@ func Decrypt(body []byte, cert *x509.Certificate, key crypto.Signer) ([]byte, er
 	if err != nil {
 		return nil, fmt.Errorf("%w: body is neither DER nor base64 DER", ErrDecryption)
 	}
-	p7, err := pkcs7.Parse(der)
+	p7, err := pkcs7.Parse(oaepDefaultParams(der))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrDecryption, err)
 	}
