@@ -15,14 +15,25 @@ import "github.com/nats-io/nats.go/jetstream"
 
 // StreamReadAPI returns the API subjects that read stream whole: its info
 // (with per-subject counts), any message by sequence or subject (stored get
-// and direct get), and its consumers' info and names.
+// and direct get), and its consumers' info and names. It is
+// [StreamInfoAPI] plus the message gets.
 func StreamReadAPI(stream string) []string {
+	p := jetstream.DefaultAPIPrefix
+	return append(StreamInfoAPI(stream),
+		p+"STREAM.MSG.GET."+stream,
+		p+"DIRECT.GET."+stream,
+		p+"DIRECT.GET."+stream+".>",
+	)
+}
+
+// StreamInfoAPI returns the API subjects that read stream's state but no
+// message: its info (counts, and with a subject filter the count of each
+// subject, which names the routes but carries no content) and its
+// consumers' info, list and names.
+func StreamInfoAPI(stream string) []string {
 	p := jetstream.DefaultAPIPrefix
 	return []string{
 		p + "STREAM.INFO." + stream,
-		p + "STREAM.MSG.GET." + stream,
-		p + "DIRECT.GET." + stream,
-		p + "DIRECT.GET." + stream + ".>",
 		p + "CONSUMER.INFO." + stream + ".*",
 		p + "CONSUMER.LIST." + stream,
 		p + "CONSUMER.NAMES." + stream,

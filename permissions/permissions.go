@@ -44,11 +44,17 @@ const (
 	// RoleService is a service's replicas: divert, dead-letter and drain
 	// its own routes, share its breakers.
 	RoleService Role = "service"
-	// RoleReadOnly is an operator running "floodgate status", "backlog"
-	// and "deadletters": reads, never changes.
+	// RoleReadOnly is an operator running "floodgate status" and
+	// "backlog": stream and consumer info (counts by route) and the
+	// breaker bucket's states, which are operational state. It reads no
+	// message: no retry message, dead letter or stored payload (their
+	// contents are the partners' documents), so "backlog" shows counts by
+	// route without the original topics and ages, and "deadletters" is
+	// refused. It never changes anything.
 	RoleReadOnly Role = "ro"
-	// RoleReadWrite is an operator who also runs "purge", "replay",
-	// "open", "close", "reset" and "migrate".
+	// RoleReadWrite is an operator who also reads the messages
+	// ("deadletters list" and "show", the full "backlog") and runs
+	// "purge", "replay", "open", "close", "reset" and "migrate".
 	RoleReadWrite Role = "rw"
 )
 

@@ -32,14 +32,20 @@ func generate(t *testing.T, c permissions.Config) permissions.Set {
 }
 
 // Two services' sets share no subject but the account info: neither can
-// publish or subscribe where the other may.
+// publish or subscribe where the other may. Nor does service B's set share
+// one with A's read-only or read-write operator.
 func TestServicesDisjoint(t *testing.T) {
-	a, b := generate(t, cfgA), generate(t, cfgB)
-	for _, pa := range [][]string{a.Publish.Allow, a.Subscribe.Allow} {
-		for _, x := range pa {
-			for _, y := range slices.Concat(b.Publish.Allow, b.Subscribe.Allow) {
-				if x != "$JS.API.INFO" && server.SubjectsCollide(x, y) {
-					t.Errorf("A's %q overlaps B's %q", x, y)
+	roA, rwA := cfgA, cfgA
+	roA.Role, rwA.Role = permissions.RoleReadOnly, permissions.RoleReadWrite
+	b := generate(t, cfgB)
+	for _, c := range []permissions.Config{cfgA, roA, rwA} {
+		a := generate(t, c)
+		for _, pa := range [][]string{a.Publish.Allow, a.Subscribe.Allow} {
+			for _, x := range pa {
+				for _, y := range slices.Concat(b.Publish.Allow, b.Subscribe.Allow) {
+					if x != "$JS.API.INFO" && server.SubjectsCollide(x, y) {
+						t.Errorf("A's %s %q overlaps B's %q", c.Role, x, y)
+					}
 				}
 			}
 		}
@@ -77,7 +83,31 @@ func TestOperatorRoles(t *testing.T) {
 			t.Errorf("rw may not publish to %q", s)
 		}
 	}
-	for _, s := range []string{"$JS.API.STREAM.INFO.retry_a", "$JS.API.STREAM.MSG.GET.dead_a", "$JS.API.DIRECT.GET.KV_brk_a.$KV.brk_a.x.y.state"} {
+	// Reads of messages (retry messages, dead letters, stored payloads:
+	// the partners' documents) by sequence, direct get or consumer.
+	const obj = "OBJ_dead_a_payloads"
+	reads := []string{
+		"$JS.API.STREAM.MSG.GET.retry_a", "$JS.API.DIRECT.GET.retry_a", "$JS.API.DIRECT.GET.retry_a.retry_a.x.y",
+		"$JS.API.STREAM.MSG.GET.dead_a", "$JS.API.DIRECT.GET.dead_a", "$JS.API.CONSUMER.CREATE.dead_a.x.dead_a.>",
+		"$JS.API.CONSUMER.CREATE.dead_a.x", "$JS.API.CONSUMER.MSG.NEXT.dead_a.x",
+		"$JS.API.STREAM.MSG.GET." + obj, "$JS.API.DIRECT.GET." + obj + ".$O.dead_a_payloads.M.eA",
+		"$JS.API.CONSUMER.CREATE." + obj + ".x.$O.dead_a_payloads.C.y", "$JS.API.CONSUMER.MSG.NEXT." + obj + ".x",
+		"$JS.API.CONSUMER.CREATE.retry_a.x",
+	}
+	for _, s := range reads {
+		if allowed(r.Publish.Allow, s) {
+			t.Errorf("ro may read messages with %q", s)
+		}
+		if !allowed(w.Publish.Allow, s) {
+			t.Errorf("rw may not read messages with %q", s)
+		}
+	}
+	// Counts and the breakers' states (operational state, no content).
+	for _, s := range []string{
+		"$JS.API.STREAM.INFO.retry_a", "$JS.API.STREAM.INFO.dead_a", "$JS.API.STREAM.INFO." + obj,
+		"$JS.API.CONSUMER.INFO.retry_a.x", "$JS.API.CONSUMER.NAMES.retry_a", "$JS.API.CONSUMER.LIST.dead_a",
+		"$JS.API.STREAM.INFO.KV_brk_a", "$JS.API.DIRECT.GET.KV_brk_a.$KV.brk_a.x.y.state",
+	} {
 		if !allowed(r.Publish.Allow, s) {
 			t.Errorf("ro may not read %q", s)
 		}

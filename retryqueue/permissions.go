@@ -38,26 +38,36 @@ func ServiceAccess(cfg Config) []string {
 }
 
 // OperatorAccess returns the subjects an operator's user publishes to for
-// cfg's retry queue (defaults applied). Read-only (write false): the
-// streams' and payload bucket's info, messages and consumers, and ephemeral
-// reads of the dead-letter stream and bucket (what "floodgate status",
-// "backlog" and "deadletters" do), never an acknowledgement, a publish or a
-// change. Read-write adds what "purge", "replay" and "migrate" do: publish
-// to every route of both topics, purge and delete messages, update the
-// streams, delete consumers, consume the retry stream.
+// cfg's retry queue (defaults applied).
+//
+// Read-only (write false): the streams' and payload bucket's info (with
+// per-subject counts) and their consumers' info and names, what "floodgate
+// status" and "backlog" need; no message get, direct get or consumer, so
+// the retry messages, dead letters and stored payloads (purchase orders)
+// stay unreadable.
+//
+// Read-write adds reading the messages (gets, and ephemeral ordered reads
+// of the dead-letter stream and payload bucket: "deadletters list" and
+// "show", the full "backlog") and what "purge", "replay" and "migrate" do:
+// publish to every route of both topics, purge and delete messages, update
+// the streams, delete consumers, consume the retry stream.
 func OperatorAccess(cfg Config, write bool) []string {
 	cfg.setDefaults()
 	var out []string
-	for _, s := range []string{cfg.RetryTopic, cfg.DeadLetterTopic, payloadStream(cfg.PayloadBucket)} {
+	streams := []string{cfg.RetryTopic, cfg.DeadLetterTopic, payloadStream(cfg.PayloadBucket)}
+	for _, s := range streams {
+		out = append(out, jsq.StreamInfoAPI(s)...)
+	}
+	if !write {
+		return out
+	}
+	for _, s := range streams {
 		out = append(out, jsq.StreamReadAPI(s)...)
 	}
 	out = append(out, jsq.ReadConsumeAPI(cfg.DeadLetterTopic)...)
 	out = append(out, jsq.ReadConsumeAPI(payloadStream(cfg.PayloadBucket))...)
-	if !write {
-		return out
-	}
 	out = append(out, StreamSubjects(cfg.RetryTopic), StreamSubjects(cfg.DeadLetterTopic), payloadSubjects(cfg.PayloadBucket))
-	for _, s := range []string{cfg.RetryTopic, cfg.DeadLetterTopic, payloadStream(cfg.PayloadBucket)} {
+	for _, s := range streams {
 		out = append(out, jsq.StreamCreateAPI(s)...)
 		out = append(out, jsq.StreamWriteAPI(s)...)
 		out = append(out, jsq.ConsumeAPI(s)...)

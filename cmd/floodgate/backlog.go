@@ -166,11 +166,22 @@ type streamDepth struct {
 	Messages uint64       `json:"messages"`
 	ByTopic  []topicDepth `json:"by_original_topic"`
 	ByRoute  []routeDepth `json:"by_route"`
+	// Unavailable names the fields left empty because the user may not
+	// read the stream's messages (the read-only operator role): then the
+	// counts come from the stream's info by route subject, and Note says
+	// why. Empty for a full scan.
+	Unavailable []string `json:"unavailable,omitempty"`
+	Note        string   `json:"note,omitempty"`
 }
+
+// unavailableWithoutRead are the fields of streamDepth that need the
+// messages' headers and times.
+var unavailableWithoutRead = []string{"by_original_topic", "oldest"}
 
 // routeDepth is one route's share of a stream (its floodgate_service and
 // floodgate_partner headers; both empty for a message of the previous
-// release's layout).
+// release's layout). Without read access they are the route subject's
+// tokens, decoded where the token is reversible (partner.Decode).
 type routeDepth struct {
 	Service  string `json:"service"`
 	Partner  string `json:"partner"`
@@ -187,9 +198,15 @@ const backlogUsage = `Usage: floodgate backlog [-s URL | -context NAME] [auth fl
 
 Shows the retry backlog and the dead letters by original topic (the
 floodgate_original_topic header), with the age of the oldest message of each.
-It reads the streams with message gets, many in flight at once, and creates
-no consumer, so it is safe to run beside a live pipeline. A missing stream
-is an error (exit status 1), as in every command.
+It reads the retry stream with message gets and the dead letters with an
+ephemeral ordered consumer, creating no consumer beside the drainers', so it
+is safe to run beside a live pipeline. A missing stream is an error (exit
+status 1), as in every command.
+
+A user who may not read messages (the read-only operator role of "floodgate
+permissions", which reads no purchase order) gets the counts by route from
+the streams' info instead, with the original topic and oldest columns shown
+as "?" and a note saying so; the exit status stays 0.
 
 Flags:
 `
@@ -215,7 +232,8 @@ func runBacklog(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	nc, js, err := f.connect()
+	var den denials
+	nc, js, err := connect(f.conn, den.option())
 	if err != nil {
 		return cmdError(stderr, "backlog", err)
 	}
@@ -231,7 +249,15 @@ func runBacklog(args []string, stdout, stderr io.Writer) int {
 	for i, out := range []*streamDepth{&rep.Retry, &rep.Dead} {
 		st := streams[i]
 		name := st.CachedInfo().Config.Name
-		d, err := depthByTopic(ctx, st, f.route.subject(name), newProgress(stderr, f.progress, "scanning "+name, st.CachedInfo().State.Msgs))
+		var d streamDepth
+		err := den.guardRead(ctx, name, func(ctx context.Context) (err error) {
+			d, err = depthByTopic(ctx, st, f.route.subject(name), newProgress(stderr, f.progress, "scanning "+name, st.CachedInfo().State.Msgs))
+			return err
+		})
+		if denied := err; errors.Is(denied, errReadDenied) {
+			d, err = depthFromInfo(ctx, st, f.route.subject(name))
+			d.Note = fmt.Sprintf("%s: original topic and oldest unavailable, %v; counts by route come from the stream's info (the rw role reads messages)", name, denied)
+		}
 		if err != nil {
 			return cmdError(stderr, "backlog", err)
 		}
@@ -298,6 +324,38 @@ func depthByTopic(ctx context.Context, st jetstream.Stream, subject string, bar 
 	return d, nil
 }
 
+// depthFromInfo counts stream's messages by route subject from its info
+// with a subject filter (subject, or every route when ""), reading no
+// message: what a user without read access can see. Messages on no route
+// subject (the previous release's layout) count as the route with empty
+// service and partner when subject is "". Unavailable is set.
+func depthFromInfo(ctx context.Context, st jetstream.Stream, subject string) (streamDepth, error) {
+	name := st.CachedInfo().Config.Name
+	d := streamDepth{Stream: name, ByTopic: []topicDepth{}, ByRoute: []routeDepth{}, Unavailable: unavailableWithoutRead}
+	filter := subject
+	if filter == "" {
+		filter = name + ".*.*"
+	}
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return d, fmt.Errorf("stream %s: %w", name, err)
+	}
+	for subj, n := range info.State.Subjects {
+		svc, p, _ := strings.Cut(strings.TrimPrefix(subj, name+"."), ".")
+		d.ByRoute = append(d.ByRoute, routeDepth{Service: decodeToken(svc), Partner: decodeToken(p), Messages: n})
+		d.Messages += n
+	}
+	if subject == "" && info.State.Msgs > d.Messages {
+		d.ByRoute = append(d.ByRoute, routeDepth{Messages: info.State.Msgs - d.Messages})
+		d.Messages = info.State.Msgs
+	}
+	sort.Slice(d.ByRoute, func(i, j int) bool {
+		a, b := d.ByRoute[i], d.ByRoute[j]
+		return a.Service < b.Service || a.Service == b.Service && a.Partner < b.Partner
+	})
+	return d, nil
+}
+
 func writeBacklogTable(w io.Writer, rep backlogReport, now time.Time) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "queue\tstream\toriginal topic\tmessages\toldest\t")
@@ -305,7 +363,10 @@ func writeBacklogTable(w io.Writer, rep backlogReport, now time.Time) {
 		kind string
 		d    streamDepth
 	}{{"retry", rep.Retry}, {"dead", rep.Dead}} {
-		if len(s.d.ByTopic) == 0 {
+		switch {
+		case len(s.d.Unavailable) > 0:
+			fmt.Fprintf(tw, "%s\t%s\t?\t%d\t?\t\n", s.kind, s.d.Stream, s.d.Messages)
+		case len(s.d.ByTopic) == 0:
 			fmt.Fprintf(tw, "%s\t%s\t-\t0\t-\t\n", s.kind, s.d.Stream)
 		}
 		for _, t := range s.d.ByTopic {
@@ -325,6 +386,11 @@ func writeBacklogTable(w io.Writer, rep backlogReport, now time.Time) {
 		}
 	}
 	tw.Flush()
+	for _, d := range []streamDepth{rep.Retry, rep.Dead} {
+		if d.Note != "" {
+			fmt.Fprintf(w, "\nnote: %s\n", d.Note)
+		}
+	}
 }
 
 // age formats how long ago t was, to the second.

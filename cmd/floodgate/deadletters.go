@@ -166,6 +166,11 @@ read with an ephemeral ordered consumer in batches (removed by the server
 once idle). A missing stream is an
 error (exit status 1).
 
+Dead letters hold the partners' documents: reading them needs the rw
+operator role of "floodgate permissions" (the ro role reads counts only,
+with "floodgate status" and "backlog"). For a user without it the command
+fails at once with "reading messages is not permitted" (exit status 1).
+
 Flags:
 `
 
@@ -242,7 +247,8 @@ func runDeadLetters(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	nc, js, err := f.connect()
+	var den denials
+	nc, js, err := connect(f.conn, den.option())
 	if err != nil {
 		return cmdError(stderr, cmd, err)
 	}
@@ -253,7 +259,11 @@ func runDeadLetters(args []string, stdout, stderr io.Writer) int {
 	}
 	now := time.Now()
 	if sub == "show" {
-		d, err := showDeadLetter(ctx, st, pos[0], now, f.preview, newProgress(stderr, f.progress, "searching "+f.deadTopic, st.CachedInfo().State.Msgs))
+		var d deadLetter
+		err := den.guardRead(ctx, f.deadTopic, func(ctx context.Context) (err error) {
+			d, err = showDeadLetter(ctx, st, pos[0], now, f.preview, newProgress(stderr, f.progress, "searching "+f.deadTopic, st.CachedInfo().State.Msgs))
+			return err
+		})
 		if err != nil {
 			return cmdError(stderr, cmd, err)
 		}
@@ -267,7 +277,27 @@ func runDeadLetters(args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	}
 	out := deadLetterList{Stream: f.deadTopic, DeadLetters: []deadLetter{}}
-	err = scanStream(ctx, st, f.route.subject(f.deadTopic), newProgress(stderr, f.progress, "scanning "+f.deadTopic, st.CachedInfo().State.Msgs), func(m storedMsg) error {
+	scanFn := listFn(&f, &out, now)
+	err = den.guardRead(ctx, f.deadTopic, func(ctx context.Context) error {
+		return scanStream(ctx, st, f.route.subject(f.deadTopic), newProgress(stderr, f.progress, "scanning "+f.deadTopic, st.CachedInfo().State.Msgs), scanFn)
+	})
+	if err != nil {
+		return cmdError(stderr, cmd, err)
+	}
+	if f.format == "json" {
+		if err := writeJSON(stdout, out); err != nil {
+			return cmdError(stderr, cmd, err)
+		}
+		return exitOK
+	}
+	writeDeadLetterTable(stdout, out)
+	return exitOK
+}
+
+// listFn is the scan function of "deadletters list": it counts and keeps
+// the dead letters f selects into out.
+func listFn(f *dlFlags, out *deadLetterList, now time.Time) func(storedMsg) error {
+	return func(m storedMsg) error {
 		out.Scanned++
 		if !f.reason.match(m.header.Get(retryqueue.MetaDeadReason)) ||
 			f.origin != "" && m.header.Get(retryqueue.MetaOriginalTopic) != f.origin {
@@ -282,18 +312,7 @@ func runDeadLetters(args []string, stdout, stderr io.Writer) int {
 			out.DeadLetters = append(out.DeadLetters, describe(m, now, f.preview, false))
 		}
 		return nil
-	})
-	if err != nil {
-		return cmdError(stderr, cmd, err)
 	}
-	if f.format == "json" {
-		if err := writeJSON(stdout, out); err != nil {
-			return cmdError(stderr, cmd, err)
-		}
-		return exitOK
-	}
-	writeDeadLetterTable(stdout, out)
-	return exitOK
 }
 
 // showDeadLetter finds one dead letter by stream sequence (a number) or

@@ -18,7 +18,7 @@ func runPermissions(args []string, stdout, stderr io.Writer) int {
 	var cfg permissions.Config
 	var role, format string
 	fs.StringVar(&cfg.Service, "service", "", "the service's `name` (retryqueue.Config.Service); required for -role service")
-	fs.StringVar(&role, "role", "", "whose permissions: `service` (a service's replicas), ro (status, backlog, deadletters) or rw (also purge, replay, open, close, reset, migrate)")
+	fs.StringVar(&role, "role", "", "whose permissions: `service` (a service's replicas), ro (status, backlog counts; reads no message) or rw (also deadletters, purge, replay, open, close, reset, migrate)")
 	fs.StringVar(&cfg.RetryTopic, "retry-topic", "", "retry stream (retryqueue.Config.RetryTopic); a service's own (default for ro/rw: "+defaultRetryTopic+")")
 	fs.StringVar(&cfg.DeadLetterTopic, "dead-topic", "", "dead-letter stream (retryqueue.Config.DeadLetterTopic); a service's own (default for ro/rw: "+defaultDeadTopic+")")
 	fs.StringVar(&cfg.PayloadBucket, "payload-bucket", "", "payload bucket (retryqueue.Config.PayloadBucket; default: derived from -dead-topic)")
