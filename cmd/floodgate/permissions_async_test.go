@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -219,5 +222,28 @@ func TestPermissionsAsyncMDNAndSource(t *testing.T) {
 	defer vA.mu.Unlock()
 	if len(vA.seen) > 0 {
 		t.Errorf("service A met permission violations (the generator misses a subject): %q", vA.seen)
+	}
+}
+
+// TestPermissionsCommandReceiptsAndSources: -receipt-bucket and -source
+// (repeatable, topic[=consumer]) reach the generated set.
+func TestPermissionsCommandReceiptsAndSources(t *testing.T) {
+	code, out, errOut := runCmd("permissions", "-role", "service", "-service", "orders/as2", "-retry-topic", "retry_o", "-dead-topic", "dead_o",
+		"-receipt-bucket", "rcpt_o", "-source", "edi.orders", "-source", "flat=mine", "-format", "json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var set permissions.Set
+	if err := json.Unmarshal([]byte(out), &set); err != nil {
+		t.Fatal(err)
+	}
+	want := append(asyncmdn.ServiceAccess("rcpt_o"), jsq.SubscriberAccess("edi.orders", jsq.DefaultConsumerName("edi.orders"))...)
+	for _, w := range append(want, jsq.SubscriberAccess("flat", "mine")...) {
+		if !slices.Contains(set.Publish.Allow, w) {
+			t.Errorf("publish allow lacks %q", w)
+		}
+	}
+	if code, _, errOut := runCmd("permissions", "-role", "service", "-service", "s", "-retry-topic", "r", "-dead-topic", "d", "-source", "a.*"); code != exitUsage || !strings.Contains(errOut, "Sources[0].Topic") {
+		t.Errorf("-source a.*: exit %d, %q; want a usage error naming Sources[0].Topic", code, errOut)
 	}
 }
