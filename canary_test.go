@@ -3,6 +3,7 @@ package floodgate_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -10,19 +11,23 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/breaker"
+	"github.com/floodgate-go/floodgate/breaker/natskv"
 	"github.com/floodgate-go/floodgate/deliver/as2"
 	"github.com/floodgate-go/floodgate/deliver/as2/as2partner"
 	"github.com/floodgate-go/floodgate/deliver/as2/as2test"
+	"github.com/floodgate-go/floodgate/deliver/as2/asyncmdn"
 	"github.com/floodgate-go/floodgate/deliver/webhook"
 	"github.com/floodgate-go/floodgate/internal/natsconn"
 	"github.com/floodgate-go/floodgate/internal/natsserver"
@@ -66,10 +71,15 @@ func echo(status int) *httptest.Server {
 // TestCanarySecretsNeverLeak sets every secret to a distinct canary (the
 // webhook signing secret, an API key header and a secret in a webhook
 // URL's path, the NATS password, the AS2 sender's and partner's private
-// keys), runs webhook and AS2 deliveries
-// through failures, MDN errors, a panicking handler and dead letters with
-// everything logged, and asserts that no form of a canary appears in the
-// logs (slog and Watermill), the events, the metrics, or the retry and
+// keys, an asynchronous-MDN partner's keys, an untrusted MDN signer's
+// key), runs webhook and AS2 deliveries through failures, MDN errors, a
+// panicking handler and dead letters with everything logged, an
+// asynchronous MDN path (a negative receipt and a forged post to the
+// receipt endpoint; the negative one ends in a dead letter), and a partner
+// parked by an MDN signed with an untrusted certificate, and asserts that
+// no form of a canary appears in the logs (slog and Watermill), the
+// events, the metrics, the receipt endpoint's answers and outcomes, the
+// parked partner's status (its shared breaker state), or the retry and
 // dead-letter streams (payloads and metadata).
 func TestCanarySecretsNeverLeak(t *testing.T) {
 	hookSecret := []byte("canary-hook-secret-5e1f9a0c2b7d4")
@@ -80,8 +90,19 @@ func TestCanarySecretsNeverLeak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The asynchronous-MDN partner has its own keys; the parked partner
+	// signs its MDNs with an untrusted certificate.
+	pkiAsync, err := as2test.New("CanaryAsyncSender", "CanaryAsyncPartner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	untrusted, err := pki.Issue("CanaryUntrusted", time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
 	forms := slices.Concat(leaktest.Forms(hookSecret), leaktest.Forms([]byte(apiKey)), leaktest.Forms([]byte(natsPass)), leaktest.Forms([]byte(pathSecret)),
-		leaktest.KeyForms(t, pki.Sender.Key), leaktest.KeyForms(t, pki.Partner.Key))
+		leaktest.KeyForms(t, pki.Sender.Key), leaktest.KeyForms(t, pki.Partner.Key),
+		leaktest.KeyForms(t, pkiAsync.Sender.Key), leaktest.KeyForms(t, pkiAsync.Partner.Key), leaktest.KeyForms(t, untrusted.Key))
 
 	srv, err := natsserver.Start(natsserver.Options{User: "fg", Password: natsPass})
 	if err != nil {
@@ -135,10 +156,59 @@ func TestCanarySecretsNeverLeak(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// as2-park: the partner signs its MDNs with the untrusted certificate
+	// (not the pinned one): its first message parks it.
+	parkCfg := pki.PartnerConfig()
+	parkCfg.Cert, parkCfg.Key, parkCfg.RequireEncrypted = untrusted.Cert, untrusted.Key, false
+	parkPartner, err := as2partner.New(parkCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as2Park := httptest.NewServer(parkPartner)
+	defer as2Park.Close()
+	// as2-async: the partner answers 2xx and holds a negative receipt
+	// (processed/error: not the partner the profile names) for our
+	// receipt endpoint, a Resolver on a pending-receipts bucket.
+	var resolver atomic.Pointer[asyncmdn.Resolver]
+	var answers syncBuffer
+	receiptSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := httptest.NewRecorder()
+		resolver.Load().ServeHTTP(rec, r)
+		fmt.Fprintf(&answers, "%d %s %v\n", rec.Code, rec.Body.String(), rec.Header())
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		_, _ = w.Write(rec.Body.Bytes())
+	}))
+	defer receiptSrv.Close()
+	asyncCfg := pkiAsync.PartnerConfig()
+	asyncCfg.AS2ID = "SomeoneElse"
+	asyncCfg.Async = as2partner.AsyncConfig{AllowURLs: []string{receiptSrv.URL}, Hold: true}
+	asyncPartner, err := as2partner.New(asyncCfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as2Async := httptest.NewServer(asyncPartner)
+	defer as2Async.Close()
+	receiptBucket := natstest.Name(t, "receipts")
+	t.Cleanup(func() { _ = js.DeleteKeyValue(context.Background(), receiptBucket) })
+	receipts, err := asyncmdn.NewStore(context.Background(), js, asyncmdn.StoreConfig{Bucket: receiptBucket, Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	as2s := map[string]*as2.Sender{}
-	for key, url := range map[string]string{"as2-down": as2Down.URL, "as2-mdn": as2MDN.URL} {
-		cfg := pki.SenderConfig(url)
-		slogger.Info("as2 partner", "key", key, "config", cfg, "partner", pcfg, "nats", opts)
+	for key, url := range map[string]string{"as2-down": as2Down.URL, "as2-mdn": as2MDN.URL, "as2-park": as2Park.URL, "as2-async": as2Async.URL} {
+		cfg, pc := pki.SenderConfig(url), pcfg
+		switch key {
+		case "as2-park":
+			cfg.EncryptionCert, pc = nil, parkCfg
+		case "as2-async":
+			cfg, pc = pkiAsync.SenderConfig(url), asyncCfg
+			cfg.MDNMode, cfg.AsyncMDNURL, cfg.Receipts, cfg.AsyncMDNTimeout = as2.MDNAsync, receiptSrv.URL+"/mdn", receipts, time.Hour
+		}
+		slogger.Info("as2 partner", "key", key, "config", cfg, "partner", pc, "nats", opts)
 		if as2s[key], err = as2.NewSender(cfg); err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +219,7 @@ func TestCanarySecretsNeverLeak(t *testing.T) {
 			return s.Send(msg.Context(), msg.UUID, msg.Payload)
 		}
 		if s := as2s[key]; s != nil {
-			_, err := s.Send(msg.Context(), msg.UUID, msg.Payload)
+			_, err := s.Send(as2.WithOriginal(msg.Context(), key, msg.Metadata), msg.UUID, msg.Payload)
 			return err
 		}
 		panic("handler panicked for " + key)
@@ -171,6 +241,12 @@ func TestCanarySecretsNeverLeak(t *testing.T) {
 		events []string
 	)
 	reg := prometheus.NewRegistry()
+	fleetBucket := natstest.Name(t, "breakers")
+	t.Cleanup(func() { _ = js.DeleteKeyValue(context.Background(), fleetBucket) })
+	fleet, err := natskv.New(context.Background(), js, natskv.Config{Bucket: fleetBucket, Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
 	fg, err := floodgate.New(context.Background(), router, floodgate.Config{
 		Name: "canary", Topic: topic, Subscriber: sub, JetStream: js, Logger: wlog, Metrics: reg,
 		Deliver:    deliverTo,
@@ -178,6 +254,7 @@ func TestCanarySecretsNeverLeak(t *testing.T) {
 		Partner: partner.PartnerConfig{Breaker: breaker.Config{ConsecutiveFailures: 1000, BaseOpenWindow: 100 * time.Millisecond,
 			MaxOpenWindow: 200 * time.Millisecond, SuccessesToClose: 1, ProbeConcurrency: 1}},
 		Timeout: 10 * time.Second,
+		Fleet:   &breaker.FleetConfig{Store: fleet, Replica: "canary-1"},
 		Queue:   retryqueue.Config{RetryTopic: retry, DeadLetterTopic: dead, MaxAttempts: 2, Backoff: func(int) time.Duration { return 10 * time.Millisecond }},
 		Drain:   retryqueue.PartnerDrainerConfig{DiscoverInterval: 100 * time.Millisecond, Drainer: retryqueue.DrainerConfig{PollInterval: 20 * time.Millisecond}},
 		OnEvent: func(ev middleware.Event) {
@@ -194,6 +271,12 @@ func TestCanarySecretsNeverLeak(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fg.Close()
+	res, err := asyncmdn.New(asyncmdn.Config{Store: receipts, Senders: []*as2.Sender{as2s["as2-async"]}, Queue: fg.Queue(),
+		OnOutcome: func(o asyncmdn.Outcome) { slogger.Info("receipt", "outcome", fmt.Sprintf("%+v", o), "err", o.Err) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolver.Store(res)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	runDone := startRouter(ctx, router)
@@ -203,7 +286,7 @@ func TestCanarySecretsNeverLeak(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pub.Close()
-	keys := []string{"hook-down", "hook-bad", "hook-refused", "as2-down", "as2-mdn", "panic"}
+	keys := []string{"hook-down", "hook-bad", "hook-refused", "as2-down", "as2-mdn", "panic", "as2-async", "as2-park"}
 	const per = 2
 	for i := range per {
 		for _, k := range keys {
@@ -214,13 +297,39 @@ func TestCanarySecretsNeverLeak(t *testing.T) {
 			}
 		}
 	}
-	// Every message fails for good: all are dead letters in the end.
-	natstest.Eventually(t, 25*time.Second, func() bool { return len(natstest.StreamMsgs(t, js, dead)) >= per*len(keys) },
-		"all %d messages dead-lettered (now %d)", per*len(keys), natstest.Now(func() any { return len(natstest.StreamMsgs(t, js, dead)) }))
+	// The asynchronous partner's negative receipts, and a forged post, go
+	// to the receipt endpoint.
+	posted := 0
+	natstest.Eventually(t, 25*time.Second, func() bool {
+		n, err := asyncPartner.PostReceipts(ctx)
+		posted += n
+		slogger.Info("posted receipts", "n", n, "err", err)
+		return posted >= per
+	}, "the partner posted %d of %d receipts", natstest.Now(func() any { return posted }), per)
+	forged, err := http.Post(receiptSrv.URL+"/mdn", `multipart/signed; protocol="application/pkcs7-signature"; boundary=x`,
+		strings.NewReader("--x\r\nContent-Type: message/disposition-notification\r\n\r\nDisposition: automatic-action/MDN-sent-automatically; processed\r\n--x--\r\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged.Body.Close()
+	slogger.Info("forged receipt", "status", forged.StatusCode)
+	// Every message but the parked partner's fails for good: all are dead
+	// letters in the end (the asynchronous ones through their negative
+	// receipts). The parked partner's wait in the retry stream.
+	wantDead := per * (len(keys) - 1)
+	natstest.Eventually(t, 25*time.Second, func() bool { return len(natstest.StreamMsgs(t, js, dead)) >= wantDead },
+		"all %d messages dead-lettered (now %d)", wantDead, natstest.Now(func() any { return len(natstest.StreamMsgs(t, js, dead)) }))
+	parkedName := partner.FleetName(retryqueue.ServiceName(topic, "canary"), "as2-park")
+	var status []byte
+	natstest.Eventually(t, 25*time.Second, func() bool {
+		st, _, err := fleet.Load(context.Background(), parkedName)
+		status, _ = json.Marshal(st)
+		return err == nil && st.Forced && st.State == breaker.StateOpen
+	}, "as2-park parked (its shared state: %s)", natstest.Now(func() any { return string(status) }))
 	cancel()
 	natstest.Finishes(t, 30*time.Second, func() { <-runDone }, "router.Run returns")
 
-	captured := map[string]string{"logs": logs.String()}
+	captured := map[string]string{"logs": logs.String(), "receipt answers": answers.String(), "status": string(status)}
 	evMu.Lock()
 	captured["events"] = strings.Join(events, "\n")
 	evMu.Unlock()
@@ -244,6 +353,7 @@ func TestCanarySecretsNeverLeak(t *testing.T) {
 	// echoes redacted, and the configs that were logged.
 	for what, want := range map[string]string{
 		"logs": "REDACTED *rsa.PrivateKey", "events": "Authorization: REDACTED", dead: "Authorization: REDACTED",
+		"status": "as2-trust", "receipt answers": "400",
 	} {
 		if c := captured[what]; !strings.Contains(c, want) {
 			t.Errorf("%s does not hold %q (the test saw nothing): %.500s", what, want, c)
@@ -254,6 +364,9 @@ func TestCanarySecretsNeverLeak(t *testing.T) {
 	}
 	if !strings.Contains(captured[dead], "panicked") || !strings.Contains(captured[dead], "authentication-failed") {
 		t.Errorf("dead letters lack the panic or the MDN error: %.1000s", captured[dead])
+	}
+	if !strings.Contains(captured[dead], "as2-async-0") || !strings.Contains(captured[dead], asyncmdn.MetaMessageID) {
+		t.Errorf("dead letters lack the negative asynchronous receipt's: %.1000s", captured[dead])
 	}
 	for what, text := range captured {
 		leaktest.Check(t, what, text, forms)

@@ -92,3 +92,23 @@ func AccountAPI() []string {
 	p := jetstream.DefaultAPIPrefix
 	return []string{p + "INFO", p + "STREAM.NAMES", p + "STREAM.LIST"}
 }
+
+// SubscriberAccess returns the subjects a [Subscriber] publishes to when it
+// subscribes to topic with the durable consumer named consumer (its
+// [SubscriberConfig.ConsumerName] of topic): read the topic's stream
+// ([StreamName]) and create it if missing ([EnsureStream]), read or create
+// that one consumer ([EnsureConsumer]), pull its messages, and acknowledge,
+// nack or mark them in progress ($JS.ACK.<stream>.<consumer>.>). No other
+// consumer of the stream can be created, read or drained with it.
+func SubscriberAccess(topic, consumer string) []string {
+	p, s := jetstream.DefaultAPIPrefix, StreamName(topic)
+	return append(StreamCreateAPI(s),
+		p+"STREAM.INFO."+s,
+		p+"CONSUMER.INFO."+s+"."+consumer,
+		p+"CONSUMER.CREATE."+s+"."+consumer,
+		p+"CONSUMER.CREATE."+s+"."+consumer+".>",
+		p+"CONSUMER.DURABLE.CREATE."+s+"."+consumer,
+		p+"CONSUMER.MSG.NEXT."+s+"."+consumer,
+		"$JS.ACK."+s+"."+consumer+".>",
+	)
+}

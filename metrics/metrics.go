@@ -101,7 +101,7 @@ var (
 	timedOutcomes = []string{OutcomeSuccess, OutcomeFailure, OutcomeSlow, OutcomeNeutral} // admitted calls
 	divertReasons = []string{string(retryqueue.ReasonOpen), string(retryqueue.ReasonProbeLimit), string(retryqueue.ReasonRamp),
 		string(retryqueue.ReasonFailure), string(retryqueue.ReasonOrdering), string(retryqueue.ReasonNotAttempted),
-		middleware.ReasonPartnerLimit, middleware.ReasonBulkhead}
+		middleware.ReasonPartnerLimit, middleware.ReasonBulkhead, middleware.ReasonParked}
 	deadReasons = []string{retryqueue.DeadReasonPermanent, retryqueue.DeadReasonMalformed,
 		retryqueue.DeadReasonMaxAttempts, retryqueue.DeadReasonMaxAge, retryqueue.DeadReasonTooLarge, middleware.DeadReasonMaxDeliver,
 		retryqueue.DeadReasonMDNTimeout, retryqueue.DeadReasonRoute, middleware.DeadReasonNoPartner, middleware.DeadReasonPartnerKey, middleware.DeadReasonPartnerConfig}
@@ -190,7 +190,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		opts: opts,
 		calls: counter(NameCalls, "Calls through the middleware by partner and outcome, as reported to the breaker: success, failure, slow (a success slower than the slow-call threshold), neutral (permanent error, shutdown, not attempted, or neutral by the breaker's classifier), rejected (not admitted by the breaker).",
 			LabelOutcome),
-		diverted: counter(NameDiverted, "Messages diverted to the retry queue, confirmed by JetStream, by partner and reason: open, probe-limit, ramp, failure, ordering, not-attempted (refused before the partner was contacted), partner-limit, bulkhead.",
+		diverted: counter(NameDiverted, "Messages diverted to the retry queue, confirmed by JetStream, by partner and reason: open, probe-limit, ramp, failure, ordering, not-attempted (refused before the partner was contacted), partner-limit, bulkhead, parked (the partner parked: its breaker forced open).",
 			LabelReason),
 		dead: counter(NameDeadLettered, "Messages the middleware dead-lettered, confirmed by JetStream, by partner and reason: permanent, malformed, max-attempts, max-age, too-large, max-deliver, other.",
 			LabelReason),

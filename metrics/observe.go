@@ -84,9 +84,10 @@ func (s *series) admitted(ev middleware.Event) string {
 // reasonOther is the reason label of a reason outside the known ones.
 const reasonOther = "other"
 
-// divertReason keeps the reason label to the known diversion reasons.
+// divertReason keeps the reason label to the known diversion reasons: the
+// queue's and the middleware's (partner-limit, bulkhead, parked).
 func divertReason(r string) string {
-	if retryqueue.Reason(r).Valid() {
+	if retryqueue.Reason(r).Valid() || slices.Contains(divertReasons, r) {
 		return r
 	}
 	return reasonOther

@@ -1,14 +1,17 @@
 // Package permissions generates the NATS permissions of a floodgate
 // service's user and of an operator's read-only and read-write CLI users,
 // from the functions that build floodgate's subjects, streams, consumers
-// and keys ([retryqueue.ServiceAccess], [natskv.ServiceAccess], and their
-// OperatorAccess), so the grant cannot drift from what the code does.
+// and keys ([retryqueue.ServiceAccess], [natskv.ServiceAccess],
+// [asyncmdn.ServiceAccess], their OperatorAccess, and
+// [jsq.SubscriberAccess]), so the grant cannot drift from what the code
+// does.
 // "floodgate permissions" prints it as a nats-server configuration block or
 // JSON.
 //
 // Isolation is per stream: every service has its own retry stream,
-// dead-letter stream, payload bucket and breaker bucket. JetStream's
-// stream-level APIs (stream info, get by sequence, purge, and a KV watch)
+// dead-letter stream, payload bucket, breaker bucket and pending-receipts
+// bucket; on a source topic it may use only its own durable consumer.
+// JetStream's stream-level APIs (stream info, get by sequence, purge, and a KV watch)
 // name only the stream, so a permission cannot limit them to one service's
 // subjects; with a stream per service, a service's user is granted them on
 // its own streams only. Inside its streams the route layout (one subject and
@@ -31,6 +34,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/floodgate-go/floodgate/breaker/natskv"
+	"github.com/floodgate-go/floodgate/deliver/as2/asyncmdn"
 	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/floodgate-go/floodgate/partner"
 	"github.com/floodgate-go/floodgate/retryqueue"
@@ -78,9 +82,26 @@ type Config struct {
 	// FleetBucket is the service's natskv.Config.Bucket, the service's own.
 	// Optional. Default "": no fleet breakers.
 	FleetBucket string
-	// (The asynchronous MDN's pending-receipts bucket, and the source
-	// topics a service consumes, join here, each from an Access function
-	// next to the code that names it.)
+	// ReceiptBucket is the service's asyncmdn.StoreConfig.Bucket, the KV
+	// bucket of its pending asynchronous AS2 receipts
+	// ([asyncmdn.ServiceAccess]), the service's own.
+	// Optional. Default "": no asynchronous MDNs.
+	ReceiptBucket string
+	// Sources are the topics the service consumes with a jsq.Subscriber,
+	// each with its durable consumer ([jsq.SubscriberAccess]). Only the
+	// service role uses them.
+	// Optional. Default none.
+	Sources []Source
+}
+
+// Source is a topic a service consumes with a jsq.Subscriber.
+type Source struct {
+	// Topic is the topic passed to Subscribe. Required; [jsq.ValidateTopic].
+	Topic string
+	// Consumer is the durable consumer's name, the subscriber's
+	// jsq.SubscriberConfig.ConsumerName of Topic. Optional. Default
+	// [jsq.DefaultConsumerName](Topic).
+	Consumer string
 }
 
 // Rules is an allow and a deny list of subjects (nats-server semantics: a
@@ -126,6 +147,24 @@ func Generate(cfg Config) (Set, error) {
 			return Set{}, fmt.Errorf("%w: FleetBucket: %w", ErrInvalidConfig, err)
 		}
 	}
+	if cfg.ReceiptBucket != "" {
+		if err := jsq.ValidateStreamName(cfg.ReceiptBucket); err != nil {
+			return Set{}, fmt.Errorf("%w: ReceiptBucket: %w", ErrInvalidConfig, err)
+		}
+	}
+	var sources []string
+	for i, src := range cfg.Sources {
+		if err := jsq.ValidateTopic(src.Topic); err != nil {
+			return Set{}, fmt.Errorf("%w: Sources[%d].Topic: %w", ErrInvalidConfig, i, err)
+		}
+		if src.Consumer == "" {
+			src.Consumer = jsq.DefaultConsumerName(src.Topic)
+		}
+		if err := jsq.ValidateStreamName(src.Consumer); err != nil {
+			return Set{}, fmt.Errorf("%w: Sources[%d].Consumer: %w", ErrInvalidConfig, i, err)
+		}
+		sources = append(sources, jsq.SubscriberAccess(src.Topic, src.Consumer)...)
+	}
 	var s Set
 	switch cfg.Role {
 	case RoleService:
@@ -139,12 +178,19 @@ func Generate(cfg Config) (Set, error) {
 		if cfg.FleetBucket != "" {
 			s.Publish.Allow = append(s.Publish.Allow, natskv.ServiceAccess(cfg.FleetBucket)...)
 		}
+		if cfg.ReceiptBucket != "" {
+			s.Publish.Allow = append(s.Publish.Allow, asyncmdn.ServiceAccess(cfg.ReceiptBucket)...)
+		}
+		s.Publish.Allow = append(s.Publish.Allow, sources...)
 		s.Subscribe.Allow = []string{InboxPrefix(cfg.Service) + ".>"}
 	case RoleReadOnly, RoleReadWrite:
 		w := cfg.Role == RoleReadWrite
 		s.Publish.Allow = retryqueue.OperatorAccess(rq, w)
 		if cfg.FleetBucket != "" {
 			s.Publish.Allow = append(s.Publish.Allow, natskv.OperatorAccess(cfg.FleetBucket, w)...)
+		}
+		if cfg.ReceiptBucket != "" {
+			s.Publish.Allow = append(s.Publish.Allow, asyncmdn.OperatorAccess(cfg.ReceiptBucket, w)...)
 		}
 		s.Subscribe.Allow = []string{"_INBOX.>"}
 	default:

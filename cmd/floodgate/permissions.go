@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/floodgate-go/floodgate/breaker/natskv"
 	"github.com/floodgate-go/floodgate/permissions"
@@ -23,6 +24,12 @@ func runPermissions(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&cfg.DeadLetterTopic, "dead-topic", "", "dead-letter stream (retryqueue.Config.DeadLetterTopic); a service's own (default for ro/rw: "+defaultDeadTopic+")")
 	fs.StringVar(&cfg.PayloadBucket, "payload-bucket", "", "payload bucket (retryqueue.Config.PayloadBucket; default: derived from -dead-topic)")
 	fs.StringVar(&cfg.FleetBucket, "bucket", "", "KV `bucket` of the service's fleet breakers (natskv.Config.Bucket, e.g. "+natskv.DefaultBucket+"); default: none")
+	fs.StringVar(&cfg.ReceiptBucket, "receipt-bucket", "", "KV `bucket` of the service's pending asynchronous AS2 receipts (asyncmdn.StoreConfig.Bucket); default: none")
+	fs.Func("source", "a `topic[=consumer]` the service consumes with jsq (split at the first =; consumer default: jsq.DefaultConsumerName); repeatable; -role service only", func(v string) error {
+		topic, consumer, _ := strings.Cut(v, "=")
+		cfg.Sources = append(cfg.Sources, permissions.Source{Topic: topic, Consumer: consumer})
+		return nil
+	})
 	fs.StringVar(&format, "format", "nats-conf", "output `format`: nats-conf or json")
 	if err := parseFlags(fs, args, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

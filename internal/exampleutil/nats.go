@@ -43,7 +43,8 @@ type NATS struct {
 // StartNATS connects to the NATS server that o names (-server or
 // $NATS_URL, or a context by -context or $NATS_CONTEXT; with credentials
 // and TLS as the nats CLI takes them, [natsconn.Options]), or, when o names
-// none ([natsconn.Options.Explicit]: the selected context is not used),
+// none ([natsconn.Options.Explicit]: the selected context is not used; its
+// InboxPrefix is kept),
 // starts an embedded JetStream server on a random loopback port with its
 // store in a new temporary folder (removed by Close). The connection
 // reconnects forever. The error names the server, its user information
@@ -56,7 +57,7 @@ func StartNATS(o natsconn.Options) (*NATS, error) {
 			return nil, fmt.Errorf("start embedded NATS: %w", err)
 		}
 		n.srv = srv
-		o = natsconn.Options{Server: srv.ClientURL()}
+		o = natsconn.Options{Server: srv.ClientURL(), InboxPrefix: o.InboxPrefix}
 	}
 	var err error
 	if n.URL, n.ConnectOptions, err = o.Resolve(); err != nil {
