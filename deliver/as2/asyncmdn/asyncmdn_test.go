@@ -257,8 +257,6 @@ func TestNegativeReceipts(t *testing.T) {
 		{"processed/error", func(c *as2partner.Config) { c.AS2ID = "someone-else" }, nil, true, "", as2.ErrNotProcessed},
 		{"MIC mismatch", func(c *as2partner.Config) { c.WrongMIC = true }, nil, true, "", as2.ErrMICMismatch},
 		{"MIC mismatch, warn", func(c *as2partner.Config) { c.WrongMIC = true }, func(c *as2.Config) { c.WarnOnMICMismatch = true }, false, deliver.WarnMICMismatch, as2.ErrMICMismatch},
-		{"unsigned, optional", func(c *as2partner.Config) { c.UnsignedMDN = true }, nil, false, deliver.WarnMDNUnsigned, as2.ErrMDNUnsigned},
-		{"unsigned, required", func(c *as2partner.Config) { c.UnsignedMDN = true }, func(c *as2.Config) { c.RequireSignedMDN = true }, true, "", as2.ErrMDNUnsigned},
 		{"no MIC, RequireMIC", func(c *as2partner.Config) { c.OmitMIC = true }, func(c *as2.Config) { c.RequireMIC = true }, true, "", as2.ErrMICMissing},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -162,7 +162,12 @@ func (r *Resolver) storeCtx(ctx context.Context) (context.Context, context.Cance
 //     or already resolved by a duplicate of this MDN;
 //   - 400: no readable MDN, or no Original-Message-ID;
 //   - 403: the signature does not verify with the partner's MDNCert
-//     (nothing resolved: anyone could have posted it);
+//     (or its signer is not trusted), or the MDN is unsigned while the
+//     Sender asked for a signed one (MDNCert or TrustRoots set): nothing
+//     resolved, anyone could have posted it; the record stays pending,
+//     for a genuine MDN or the deadline sweep (mdn-timeout). A Sender
+//     without MDNCert or TrustRoots accepts unsigned MDNs: then anyone who
+//     can reach the endpoint and knows a Message-ID can resolve a record;
 //   - 404: no pending receipt has that Message-ID ([as2.ErrUnknownReceipt]);
 //   - 405 not a POST; 413 body too large;
 //   - 500: no Sender for the record's partner ([ErrNoSender]);
@@ -215,6 +220,8 @@ func (r *Resolver) Resolve(ctx context.Context, contentType string, body []byte)
 	}
 	mdn, verr := s.ResolveReceipt(rec, contentType, body)
 	switch {
+	case errors.Is(verr, as2.ErrMDNUnsigned) && errors.Is(verr, as2.ErrMDNSignature):
+		return http.StatusForbidden, "MDN unsigned: a signed MDN was asked for"
 	case errors.Is(verr, as2.ErrMDNSignature):
 		return http.StatusForbidden, "MDN signature does not verify"
 	case errors.Is(verr, as2.ErrNoMDN) || errors.Is(verr, as2.ErrMalformedMDN):
