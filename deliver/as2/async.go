@@ -83,7 +83,9 @@ type ReceiptStore interface {
 var (
 	// ErrPendingStore: the partner answered 2xx but the pending receipt
 	// could not be stored. Send returns it in a retryable [*deliver.Error],
-	// so the message is not acked and is sent again: with the same
+	// also wrapping [deliver.ErrLocal] (the floodgate middleware reports it
+	// to the breaker as neutral: the partner did its part), so the message
+	// is not acked and is sent again: with the same
 	// Message-ID, which the partner uses to discard the duplicate
 	// (RFC 4130 §5.3.2 ([MessageID]); a partner that does not may process
 	// it twice, the price of never losing the receipt's record).
@@ -153,7 +155,7 @@ func (s *Sender) recordPending(ctx context.Context, id string, payload []byte, o
 	defer cancel()
 	if err := s.cfg.Receipts.PutPending(sctx, p); err != nil {
 		return &deliver.Error{Kind: deliver.ErrRetryable, Op: opSend, StatusCode: status,
-			Cause: fmt.Errorf("%w: HTTP %d from the partner, then: %w", ErrPendingStore, status, err)}
+			Cause: fmt.Errorf("%w (%w): HTTP %d from the partner, then: %w", ErrPendingStore, deliver.ErrLocal, status, err)}
 	}
 	return nil
 }

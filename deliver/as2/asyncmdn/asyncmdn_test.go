@@ -43,6 +43,7 @@ type env struct {
 	psrv    *httptest.Server
 	bucket  string
 	dead    string
+	retry   string
 	q       *retryqueue.Queue
 }
 
@@ -57,12 +58,13 @@ func newEnv(t *testing.T, pmod func(*as2partner.Config)) *env {
 	e.pki = pki
 	e.bucket = natstest.Name(t, "receipts")
 	e.dead = natstest.Name(t, "dead")
+	e.retry = natstest.Name(t, "retry")
 	pub, err := jsq.NewPublisher(jsq.PublisherConfig{URL: e.url})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pub.Close() })
-	qcfg := retryqueue.Config{Publisher: pub, Service: "svc", RetryTopic: natstest.Name(t, "retry"),
+	qcfg := retryqueue.Config{Publisher: pub, Service: "svc", RetryTopic: e.retry,
 		DeadLetterTopic: e.dead, PublishTimeout: 5 * time.Second}
 	natstest.DeleteStreams(t, e.js, qcfg.RetryTopic, qcfg.DeadLetterTopic, "OBJ_"+qcfg.DeadLetterTopic+"_payloads")
 	if err := retryqueue.Provision(testCtx(t), e.js, qcfg); err != nil {
