@@ -21,6 +21,7 @@ import (
 	"github.com/floodgate-go/floodgate/deliver/as2/asyncmdn"
 	"github.com/floodgate-go/floodgate/internal/natstest"
 	"github.com/floodgate-go/floodgate/jsq"
+	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
@@ -45,6 +46,7 @@ type env struct {
 	dead    string
 	retry   string
 	q       *retryqueue.Queue
+	metrics *metrics.Metrics // given to the replicas' resolvers when set
 }
 
 func newEnv(t *testing.T, pmod func(*as2partner.Config)) *env {
@@ -133,7 +135,7 @@ func (e *env) replica(receiptURL string, smod func(*as2.Config)) *replica {
 	if r.sender, err = as2.NewSender(cfg); err != nil {
 		e.t.Fatal(err)
 	}
-	res, err := asyncmdn.New(asyncmdn.Config{Store: store, Senders: []*as2.Sender{r.sender}, Queue: e.q,
+	res, err := asyncmdn.New(asyncmdn.Config{Store: store, Senders: []*as2.Sender{r.sender}, Queue: e.q, Metrics: e.metrics,
 		OnOutcome: func(o asyncmdn.Outcome) { r.mu.Lock(); r.outcomes = append(r.outcomes, o); r.mu.Unlock() }})
 	if err != nil {
 		e.t.Fatal(err)
@@ -227,8 +229,8 @@ func TestReceiptResolvedBySecondReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound || len(b.got()) != 1 {
-		t.Fatalf("duplicate MDN: HTTP %d, %d outcomes; want 404 and still 1", resp.StatusCode, len(b.got()))
+	if resp.StatusCode != http.StatusOK || len(b.got()) != 1 {
+		t.Fatalf("duplicate MDN: HTTP %d, %d outcomes; want 200 (already resolved: the partner stops) and still 1", resp.StatusCode, len(b.got()))
 	}
 }
 
@@ -321,10 +323,11 @@ func TestForgedOrUnknownMDNResolvesNothing(t *testing.T) {
 	t.Run("unknown Message-ID", func(t *testing.T) {
 		e := newEnv(t, nil)
 		r := e.replica("", nil)
-		// Another bucket holds the record: the endpoint knows no such receipt.
+		// Another bucket holds the record, and the Message-ID's domain is
+		// not the endpoint's Senders': not ours.
 		other := e.store(e.js, natstest.Name(t, "other"))
 		cfg := r.sender.Config()
-		cfg.Receipts = other
+		cfg.Receipts, cfg.MessageIDDomain = other, "elsewhere.example"
 		s, err := as2.NewSender(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -390,9 +393,20 @@ func TestDeadlineSweepDeadLettersOnce(t *testing.T) {
 	if got := e.partner.Received()[as2.MessageID("order-1", as2.DefaultMessageIDDomain)]; got != 1 {
 		t.Fatalf("partner received order-1 %d times; want 1 (no resend)", got)
 	}
-	// A late MDN finds nothing to resolve.
-	if n, err := e.partner.PostReceipts(testCtx(t)); n != 0 || err == nil {
-		t.Fatalf("late MDNs: PostReceipts = %d, %v; want refused", n, err)
+	// A late MDN finds its record resolved: answered 200 (so the partner
+	// stops posting it), resolving nothing again.
+	outcomes := func() (n int) {
+		for _, r := range rs {
+			n += len(r.got())
+		}
+		return n
+	}
+	before := outcomes()
+	if n, err := e.partner.PostReceipts(testCtx(t)); n != 2 || err != nil {
+		t.Fatalf("late MDNs: PostReceipts = %d, %v; want both answered 200", n, err)
+	}
+	if after := outcomes(); after != before || len(e.deadLetters()) != 2 {
+		t.Fatalf("late MDNs made %d more outcomes, %d dead letters; want none more", after-before, len(e.deadLetters()))
 	}
 	if n, _ := rs[2].resolver.SweepAt(testCtx(t), late.Add(time.Hour)); n != 0 || len(e.deadLetters()) != 2 {
 		t.Fatal("a second sweep dead-lettered again")
