@@ -81,7 +81,7 @@ func Names() []string {
 		NameProbesInFlight, NameStaleResults, NameTransitions, NameFailureRatio, NameSlowCallRatio,
 		NameCalls, NameDeadLettered, NameDeliveryLatency, NameDeliveryWarnings, NameDiverted,
 		NameDrainRateLimit, NameDrained, NameNacked, NameRetryBacklog,
-		NameRetryPublishErrors,
+		NameRetryPublishErrors, NameAS2AsyncReceipts, NameAS2PendingReceipts,
 	}
 	slices.Sort(names)
 	return names
@@ -131,6 +131,7 @@ type Metrics struct {
 	state, probes, ratio, window, consecutive, stale *prometheus.Desc
 	failureRatio, slowRatio                          *prometheus.Desc
 	publishErrors, backlog, drained, drainRate       *prometheus.Desc
+	receipts                                         *as2Receipts // asynchronous AS2 receipts
 
 	// mu guards labels. It is held (for reading) across every update of a
 	// partner's counters, and for writing by Forget, so a forgotten
@@ -222,6 +223,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		drainers: map[string]bool{},
 
 		lastDrain: map[string]retryqueue.DrainStats{},
+		receipts:  newAS2Receipts(cl),
 	}
 	m.other = m.newSeries(PartnerOther, m.defaultSlow())
 	m.none = m.newSeries(PartnerNone, m.defaultSlow())
@@ -272,6 +274,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 		m.failureRatio, m.slowRatio, m.publishErrors, m.backlog, m.drained, m.drainRate} {
 		ch <- d
 	}
+	m.receipts.describe(ch)
 }
 
 // Collect reads the watched sources, then sends their values and the
@@ -295,6 +298,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.nacked.Collect(ch)
 	m.warnings.Collect(ch)
 	m.latency.Collect(ch)
+	m.receipts.collect(ch)
 }
 
 // defaultSlow is the slow-call threshold of a partner whose breaker the

@@ -36,6 +36,7 @@
 //	wraps ErrNotAttempted                 permit cancelled           diverted "not-attempted", no attempt counted
 //	shutdown (own context cancelled)      permit cancelled           diverted "failure"
 //	IsPermanent                           neutral                    dead-lettered "permanent"
+//	wraps deliver.ErrLocal                neutral                    diverted "failure", attempt counted
 //	any other (a panic: always failure)   the Classifier's outcome   diverted "failure", attempt counted
 //	                                      (default: failure)
 //

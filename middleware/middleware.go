@@ -496,7 +496,10 @@ func (g *guard) panicked(msg *message.Message, c *call, v any) {
 //     evidence; MaxProbeWait expires a probe never reported); the message
 //     is diverted for failure, so it is not lost.
 //  5. [Config.IsPermanent]: neutral (the partner answered); dead-lettered.
-//  6. otherwise the Classifier of the breaker that admitted c decides the
+//  6. [deliver.ErrLocal] in err's chain: neutral (the partner answered
+//     well; a step on our side failed, e.g. storing an asynchronous
+//     receipt's record); diverted for failure with its attempt counted.
+//  7. otherwise the Classifier of the breaker that admitted c decides the
 //     outcome (default: a failure), and the message is diverted for failure with its attempt
 //     counted, whatever the Classifier said: the partner was contacted and
 //     the message not delivered.
@@ -520,6 +523,8 @@ func (g *guard) judge(c *call, shutdown bool) (o breaker.Outcome, f fate, cancel
 		return breaker.OutcomeNeutral, fateRetry, true
 	case g.cfg.IsPermanent(err):
 		return breaker.OutcomeNeutral, fatePermanent, false
+	case errors.Is(err, deliver.ErrLocal):
+		return breaker.OutcomeNeutral, fateRetry, false
 	}
 	if classify := g.classifierOf(c); classify != nil {
 		return classify(err), fateRetry, false

@@ -46,8 +46,8 @@ type PendingReceipt struct {
 	MIC    string `json:"mic"`
 	MICAlg string `json:"micalg"`
 	// SignedReceipt reports that a signed MDN was asked for
-	// (Config.MDNCert set); RequireSignedMDN that it was asked as
-	// "required".
+	// (Config.MDNCert or Config.TrustRoots set); RequireSignedMDN that it
+	// was asked as "required".
 	SignedReceipt    bool `json:"signed_receipt,omitempty"`
 	RequireSignedMDN bool `json:"require_signed_mdn,omitempty"`
 	// SentAt is when the partner answered 2xx; Deadline is SentAt +
@@ -83,7 +83,9 @@ type ReceiptStore interface {
 var (
 	// ErrPendingStore: the partner answered 2xx but the pending receipt
 	// could not be stored. Send returns it in a retryable [*deliver.Error],
-	// so the message is not acked and is sent again: with the same
+	// also wrapping [deliver.ErrLocal] (the floodgate middleware reports it
+	// to the breaker as neutral: the partner did its part), so the message
+	// is not acked and is sent again: with the same
 	// Message-ID, which the partner uses to discard the duplicate
 	// (RFC 4130 §5.3.2 ([MessageID]); a partner that does not may process
 	// it twice, the price of never losing the receipt's record).
@@ -140,7 +142,7 @@ func (s *Sender) recordPending(ctx context.Context, id string, payload []byte, o
 	p := &PendingReceipt{
 		MessageID: out.MessageID, ID: id, From: s.cfg.From, To: s.cfg.To,
 		MIC: out.MIC, MICAlg: s.sign.micalg,
-		SignedReceipt: s.cfg.MDNCert != nil, RequireSignedMDN: s.cfg.RequireSignedMDN,
+		SignedReceipt: s.cfg.signedMDN(), RequireSignedMDN: s.cfg.RequireSignedMDN,
 		SentAt: now.UTC(), Deadline: now.Add(s.cfg.AsyncMDNTimeout).UTC(),
 		Payload: payload,
 	}
@@ -153,7 +155,7 @@ func (s *Sender) recordPending(ctx context.Context, id string, payload []byte, o
 	defer cancel()
 	if err := s.cfg.Receipts.PutPending(sctx, p); err != nil {
 		return &deliver.Error{Kind: deliver.ErrRetryable, Op: opSend, StatusCode: status,
-			Cause: fmt.Errorf("%w: HTTP %d from the partner, then: %w", ErrPendingStore, status, err)}
+			Cause: fmt.Errorf("%w (%w): HTTP %d from the partner, then: %w", ErrPendingStore, deliver.ErrLocal, status, err)}
 	}
 	return nil
 }
@@ -178,10 +180,14 @@ func (s *Sender) checkAsyncPayload(payload []byte) error {
 // WarnOnMICMismatch decide what an unsigned MDN, a missing MIC or a
 // mismatch is. It returns the MDN and nil (processed), a
 // [*deliver.Warning] (processed, imperfect receipt), or a permanent
-// [*deliver.Error] (not processed, MIC mismatch, unsigned when required,
-// another Message-ID); an error wrapping [ErrMDNSignature] (the MDN does
-// not verify, or its signer fails the trust model as a [*TrustError]: it
-// proves nothing, so the caller must leave p pending), or
+// [*deliver.Error] (not processed, MIC mismatch, another Message-ID); an
+// error wrapping [ErrMDNSignature] (the MDN does not verify, its signer
+// fails the trust model as a [*TrustError], or it is unsigned, also
+// wrapping [ErrMDNUnsigned], while a signed MDN was asked for: MDNCert or
+// TrustRoots set, RequireSignedMDN or not): it proves nothing, since
+// anyone can post to the receipt endpoint, so the caller must leave p
+// pending, to be resolved by a genuine MDN or dead-lettered at its
+// deadline), or
 // [ErrNoMDN] / [ErrMalformedMDN] (no MDN at all). Unlike the synchronous
 // case, the MDN must name p's Message-ID in Original-Message-ID, and the
 // MIC is compared with p.MIC (the content is not kept), so a MIC in
@@ -194,6 +200,11 @@ func (s *Sender) ResolveReceipt(p *PendingReceipt, contentType string, body []by
 	}
 	var warns receiptWarnings
 	mdn, err := s.readMDN(contentType, body, &warns)
+	if s.cfg.signedMDN() && (errors.Is(err, ErrMDNUnsigned) || errors.Is(warns.err(), ErrMDNUnsigned)) {
+		// Anyone can post to the receipt endpoint: when a signed MDN was
+		// asked for, an unsigned one proves nothing, whatever it says.
+		return mdn, fmt.Errorf("%w: %w: a signed MDN was asked for, and an asynchronous one proves nothing unsigned", ErrMDNSignature, ErrMDNUnsigned)
+	}
 	var te *TrustError
 	if errors.As(err, &te) && !errors.Is(err, ErrMDNSignature) {
 		// Signed by a certificate we do not trust: anyone can post to the

@@ -176,7 +176,14 @@ type Config struct {
 	// Receipt-Delivery-Option (RFC 4130 §7.3): the URL of a receipt
 	// endpoint (package asyncmdn) any replica serves. Required with
 	// [MDNAsync], an absolute http:// or https:// URL without spaces or
-	// commas; must be empty otherwise.
+	// commas; must be empty otherwise. Anyone who can reach that endpoint
+	// can post to it: with MDNCert or TrustRoots set, an unsigned or
+	// unverifiable asynchronous MDN resolves nothing (it is refused, and
+	// the receipt stays pending until a signed one or the deadline);
+	// without either, an unsigned MDN naming a pending Message-ID is
+	// accepted, so anyone who learns a Message-ID can mark that message
+	// received or failed. Set MDNCert for partners reached over networks
+	// you do not control.
 	AsyncMDNURL string
 	// AsyncMDNTimeout is how long after the partner's 2xx its asynchronous
 	// MDN may arrive ([PendingReceipt.Deadline]); after it the message is

@@ -27,6 +27,7 @@ type options struct {
 	summary         string                   // JSON summary file; empty = none
 	settle          time.Duration            // how long to wait for the backlog after producing
 	quiet           bool                     // no timeline
+	mdn             string                   // "sync" or "async" (as2.MDNSync, as2.MDNAsync)
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -47,6 +48,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&o.summary, "summary", "", "write a JSON summary to this `file`")
 	fs.DurationVar(&o.settle, "settle", 60*time.Second, "after producing, how long to wait for the backlog to drain, in (0, 1h]")
 	o.metrics.Register(fs) // -metrics-addr (a port alone: loopback), -metrics-tlscert/-tlskey/-tlsca
+	fs.StringVar(&o.mdn, "mdn", "sync", "how the retailers return their signed MDN: sync (in the answer) or async (posted later to a receipt endpoint on loopback, RFC 4130 §7.3; pending receipts in a JetStream KV bucket, a deadline sweep every second)")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not print the per-second timeline (the summary is printed all the same)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -73,6 +75,9 @@ func (o options) validate() error {
 	}
 	c.Duration("fragile", o.fragile, 0, time.Hour, false)
 	c.Duration("settle", o.settle, 0, time.Hour, true)
+	if o.mdn != "sync" && o.mdn != "async" {
+		c.Failf("-mdn %q: allowed sync or async", o.mdn)
+	}
 	o.metrics.Check(&c)
 	c.OutputFile("summary", o.summary) // before the run, not after it
 	return c.Err()

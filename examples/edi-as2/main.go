@@ -21,6 +21,7 @@
 //	go run ./examples/edi-as2                  # embedded NATS, default script
 //	go run ./examples/edi-as2 -summary s.json  # also write a JSON summary
 //	go run ./examples/edi-as2 -nats-url nats://127.0.0.1:4222
+//	go run ./examples/edi-as2 -mdn async      # asynchronous MDNs (RFC 4130 §7.3)
 //
 // It exits 0 when every order was delivered to its own retailer or
 // dead-lettered, 1 when some were lost, misdelivered or still queued when

@@ -121,6 +121,7 @@ func TestBadFlags(t *testing.T) {
 		// Regression: an unwritable summary failed only after the run.
 		{[]string{"-summary", filepath.Join(t.TempDir(), "missing", "s.json")}, "-summary: cannot write the output file"},
 		{[]string{"-metrics-addr", "9090"}, "-metrics-addr"},
+		{[]string{"-mdn", "later"}, "-mdn"},
 		{[]string{"-metrics-addr", ":99999"}, "-metrics-addr"},
 	} {
 		var stderr bytes.Buffer

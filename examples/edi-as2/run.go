@@ -70,7 +70,7 @@ type retailer struct {
 // (SHA-256) and encrypted (AES-256-CBC) for it, and it returns a signed MDN
 // whose MIC the sender checks (RFC 4130). Its receiver rejects an AS2-To
 // other than its own.
-func newRetailer(id string, faulty bool, o options) (*retailer, error) {
+func newRetailer(id string, faulty bool, o options, async *asyncReceipts) (*retailer, error) {
 	pki, err := as2test.New(ourAS2ID, id)
 	if err != nil {
 		return nil, fmt.Errorf("AS2 certificates: %w", err)
@@ -80,12 +80,16 @@ func newRetailer(id string, faulty bool, o options) (*retailer, error) {
 	if faulty {
 		pcfg.Script = script(o)
 	}
+	scfg := pki.SenderConfig("")
+	if async != nil {
+		async.configure(&scfg, &pcfg)
+	}
 	receiver, err := as2partner.New(pcfg)
 	if err != nil {
 		return nil, err
 	}
 	srv := httptest.NewServer(receiver)
-	scfg := pki.SenderConfig(srv.URL + "/as2")
+	scfg.URL = srv.URL + "/as2"
 	scfg.Subject = "X12 850 purchase order"
 	scfg.Timeout = 5 * time.Second
 	scfg.MessageIDDomain = idDomain
@@ -117,10 +121,18 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 
 	// 2. The retailers: AS2 partners on real HTTP servers on loopback. Only
 	// the -faulty one follows the fault script.
+	var async *asyncReceipts // -mdn async: the receipt endpoint and the pending receipts
+	if o.mdn == as2.MDNAsync {
+		if async, err = newAsyncReceipts(ctx, js, runID); err != nil {
+			return nil, err
+		}
+		defer async.srv.Close()
+		nc.Track("KV_" + async.bucket)
+	}
 	retailers := make([]*retailer, o.retailers)
 	byID := map[string]*retailer{}
 	for i := range retailers {
-		r, err := newRetailer(retailerIDs[i], i+1 == o.faulty, o)
+		r, err := newRetailer(retailerIDs[i], i+1 == o.faulty, o, async)
 		if err != nil {
 			return nil, err
 		}
@@ -173,7 +185,14 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 			if !ok {
 				return &deliver.Error{Kind: deliver.ErrPermanent, Op: "as2 send", Cause: fmt.Errorf("no retailer with AS2 ID %q", key)}
 			}
-			_, err := r.sender.Send(msg.Context(), msg.UUID, msg.Payload)
+			ctx := msg.Context()
+			if async != nil { // the pending receipt carries the order, for a dead letter
+				ctx = as2.WithOriginal(ctx, key, msg.Metadata)
+			}
+			_, err := r.sender.Send(ctx, msg.UUID, msg.Payload)
+			if err == nil && async != nil {
+				async.sent(msg.UUID)
+			}
 			if err == nil && retryqueue.FromDrain(msg.Context()) {
 				pc.Of(key).Drained.Add(1)
 				backlog.settled(msg.UUID)
@@ -221,6 +240,15 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	}
 	defer fg.Close()
 	nc.Track(retryTopic, deadTopic)
+	if async != nil {
+		senders := make([]*as2.Sender, len(retailers))
+		for i, r := range retailers {
+			senders[i] = r.sender
+		}
+		if err := async.start(mctx, senders, fg.Queue()); err != nil {
+			return nil, err
+		}
+	}
 	exampleutil.PrintStreams(out, nc, retryTopic, deadTopic)
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -320,7 +348,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 				}
 				prev = cur
 			}
-			if idsByRetailer != nil && (depth == 0 && accounted(retailers, &pc) || now.After(settleBy)) {
+			if idsByRetailer != nil && (depth == 0 && accounted(retailers, &pc) && async.settled() || now.After(settleBy)) {
 				done = true
 			}
 		}
@@ -355,6 +383,9 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		st := r.receiver.Stats()
 		sum.SignedEncrypted += min(st.Signed, st.Encrypted)
 		sum.SignedMDNs += st.SignedMDNs
+	}
+	if async != nil {
+		sum.AsyncStored, sum.AsyncResolved, sum.AsyncDead = int(async.stored.Load()), int(async.resolved.Load()), int(async.dead.Load())
 	}
 	sum.Elapsed(start)
 	sum.print(out) // -quiet hides the timeline only

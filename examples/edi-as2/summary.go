@@ -35,6 +35,12 @@ type summary struct {
 	// adaptive control reached, in messages/s: read every 100 ms and at
 	// each message it drained.
 	DrainRatePeak float64 `json:"drain_rate_peak"`
+	// With -mdn async: pending receipts stored (Send returned nil), those
+	// resolved by their MDN, and those dead-lettered (negative MDN or
+	// mdn-timeout).
+	AsyncStored   int `json:"async_stored,omitempty"`
+	AsyncResolved int `json:"async_resolved,omitempty"`
+	AsyncDead     int `json:"async_dead_lettered,omitempty"`
 }
 
 func (s *summary) writeFile(path string) error { return exampleutil.WriteJSON(path, s) }
@@ -45,6 +51,9 @@ func (s *summary) print(w io.Writer) {
 	fmt.Fprintf(w, "\nproduced %d, delivered %d unique (%d duplicates), misdelivered %d, dead-lettered %d, still queued %d, lost %d\n",
 		s.Produced, s.DeliveredUnique, s.Duplicates, s.Misdelivered, s.DeadLettered, s.Queued, s.Lost)
 	fmt.Fprintf(w, "signed and encrypted %d, signed MDNs %d\n", s.SignedEncrypted, s.SignedMDNs)
+	if s.AsyncStored > 0 {
+		fmt.Fprintf(w, "async MDNs: %d receipts pending after send, %d resolved by their MDN, %d dead-lettered\n", s.AsyncStored, s.AsyncResolved, s.AsyncDead)
+	}
 	fmt.Fprintf(w, "trips %d, diverted %d, drained %d, backlog peak %d, partner errors %d, elapsed %.1fs\n",
 		s.Trips, s.Diverted, s.Drained, s.BacklogPeak, s.PartnerErrors, s.ElapsedS)
 	fmt.Fprintf(w, "faulty retailer: re-trips after recovery %d, time to full traffic %.1fs, drain %.1fs, peak drain rate %.0f/s\n",

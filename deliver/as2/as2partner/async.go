@@ -54,6 +54,15 @@ type AsyncConfig struct {
 	// Timeout bounds each post. Optional. Default 10s. Must not be
 	// negative.
 	Timeout time.Duration
+	// Retries is how many more times a receipt is posted (not with Hold)
+	// when its post failed with a 5xx or no answer, as AS2 products do: 4xx
+	// answers are final. Each retry waits for the answer's Retry-After
+	// (delay-seconds, at most a minute) or else RetryDelay. Optional.
+	// Default 0: one post. Must not be negative.
+	Retries int
+	// RetryDelay is the wait before a retry whose failed post gave no
+	// Retry-After. Optional. Default 1s. Must not be negative.
+	RetryDelay time.Duration
 	// MaxResponseSize bounds the answer read from the receipt URL, in
 	// bytes. Optional. Default 64 KiB. Must not be negative.
 	MaxResponseSize int64
@@ -66,6 +75,9 @@ func (c *AsyncConfig) setDefaults() {
 	if c.MaxResponseSize == 0 {
 		c.MaxResponseSize = DefaultAsyncMaxResponseSize
 	}
+	if c.RetryDelay == 0 {
+		c.RetryDelay = time.Second
+	}
 }
 
 func (c AsyncConfig) validate() error {
@@ -75,8 +87,8 @@ func (c AsyncConfig) validate() error {
 			return fmt.Errorf("Config.Async.AllowURLs[%d] %q: %w", i, a, ErrAsyncURL)
 		}
 	}
-	if c.Delay < 0 || c.Timeout < 0 || c.MaxResponseSize < 0 {
-		return fmt.Errorf("Config.Async.Delay, Timeout or MaxResponseSize: %w", ErrAsyncURL)
+	if c.Delay < 0 || c.Timeout < 0 || c.MaxResponseSize < 0 || c.Retries < 0 || c.RetryDelay < 0 {
+		return fmt.Errorf("Config.Async.Delay, Timeout, MaxResponseSize, Retries or RetryDelay: %w", ErrAsyncURL)
 	}
 	return nil
 }
@@ -183,7 +195,7 @@ func (p *Partner) queueReceipt(w http.ResponseWriter, to string, header http.Hea
 		p.async.queue = append(p.async.queue, r)
 		p.async.mu.Unlock()
 	} else {
-		time.AfterFunc(p.cfg.Async.Delay, func() { p.post(context.Background(), r) })
+		time.AfterFunc(p.cfg.Async.Delay, func() { p.postRetrying(r) })
 	}
 	w.WriteHeader(http.StatusOK)
 }
@@ -239,7 +251,7 @@ func (p *Partner) post(ctx context.Context, r receipt) (err error) {
 	defer resp.Body.Close()
 	io.Copy(io.Discard, io.LimitReader(resp.Body, p.cfg.Async.MaxResponseSize))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("as2partner: posting the MDN to %s: HTTP %d", r.url, resp.StatusCode)
+		return &postError{url: r.url, status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
 	}
 	return nil
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/floodgate-go/floodgate/deliver/as2/asyncmdn"
 	"github.com/floodgate-go/floodgate/internal/natstest"
 	"github.com/floodgate-go/floodgate/jsq"
+	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
@@ -43,7 +44,9 @@ type env struct {
 	psrv    *httptest.Server
 	bucket  string
 	dead    string
+	retry   string
 	q       *retryqueue.Queue
+	metrics *metrics.Metrics // given to the replicas' resolvers when set
 }
 
 func newEnv(t *testing.T, pmod func(*as2partner.Config)) *env {
@@ -57,12 +60,13 @@ func newEnv(t *testing.T, pmod func(*as2partner.Config)) *env {
 	e.pki = pki
 	e.bucket = natstest.Name(t, "receipts")
 	e.dead = natstest.Name(t, "dead")
+	e.retry = natstest.Name(t, "retry")
 	pub, err := jsq.NewPublisher(jsq.PublisherConfig{URL: e.url})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = pub.Close() })
-	qcfg := retryqueue.Config{Publisher: pub, Service: "svc", RetryTopic: natstest.Name(t, "retry"),
+	qcfg := retryqueue.Config{Publisher: pub, Service: "svc", RetryTopic: e.retry,
 		DeadLetterTopic: e.dead, PublishTimeout: 5 * time.Second}
 	natstest.DeleteStreams(t, e.js, qcfg.RetryTopic, qcfg.DeadLetterTopic, "OBJ_"+qcfg.DeadLetterTopic+"_payloads")
 	if err := retryqueue.Provision(testCtx(t), e.js, qcfg); err != nil {
@@ -131,7 +135,7 @@ func (e *env) replica(receiptURL string, smod func(*as2.Config)) *replica {
 	if r.sender, err = as2.NewSender(cfg); err != nil {
 		e.t.Fatal(err)
 	}
-	res, err := asyncmdn.New(asyncmdn.Config{Store: store, Senders: []*as2.Sender{r.sender}, Queue: e.q,
+	res, err := asyncmdn.New(asyncmdn.Config{Store: store, Senders: []*as2.Sender{r.sender}, Queue: e.q, Metrics: e.metrics,
 		OnOutcome: func(o asyncmdn.Outcome) { r.mu.Lock(); r.outcomes = append(r.outcomes, o); r.mu.Unlock() }})
 	if err != nil {
 		e.t.Fatal(err)
@@ -225,8 +229,8 @@ func TestReceiptResolvedBySecondReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusNotFound || len(b.got()) != 1 {
-		t.Fatalf("duplicate MDN: HTTP %d, %d outcomes; want 404 and still 1", resp.StatusCode, len(b.got()))
+	if resp.StatusCode != http.StatusOK || len(b.got()) != 1 {
+		t.Fatalf("duplicate MDN: HTTP %d, %d outcomes; want 200 (already resolved: the partner stops) and still 1", resp.StatusCode, len(b.got()))
 	}
 }
 
@@ -257,8 +261,6 @@ func TestNegativeReceipts(t *testing.T) {
 		{"processed/error", func(c *as2partner.Config) { c.AS2ID = "someone-else" }, nil, true, "", as2.ErrNotProcessed},
 		{"MIC mismatch", func(c *as2partner.Config) { c.WrongMIC = true }, nil, true, "", as2.ErrMICMismatch},
 		{"MIC mismatch, warn", func(c *as2partner.Config) { c.WrongMIC = true }, func(c *as2.Config) { c.WarnOnMICMismatch = true }, false, deliver.WarnMICMismatch, as2.ErrMICMismatch},
-		{"unsigned, optional", func(c *as2partner.Config) { c.UnsignedMDN = true }, nil, false, deliver.WarnMDNUnsigned, as2.ErrMDNUnsigned},
-		{"unsigned, required", func(c *as2partner.Config) { c.UnsignedMDN = true }, func(c *as2.Config) { c.RequireSignedMDN = true }, true, "", as2.ErrMDNUnsigned},
 		{"no MIC, RequireMIC", func(c *as2partner.Config) { c.OmitMIC = true }, func(c *as2.Config) { c.RequireMIC = true }, true, "", as2.ErrMICMissing},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -321,10 +323,11 @@ func TestForgedOrUnknownMDNResolvesNothing(t *testing.T) {
 	t.Run("unknown Message-ID", func(t *testing.T) {
 		e := newEnv(t, nil)
 		r := e.replica("", nil)
-		// Another bucket holds the record: the endpoint knows no such receipt.
+		// Another bucket holds the record, and the Message-ID's domain is
+		// not the endpoint's Senders': not ours.
 		other := e.store(e.js, natstest.Name(t, "other"))
 		cfg := r.sender.Config()
-		cfg.Receipts = other
+		cfg.Receipts, cfg.MessageIDDomain = other, "elsewhere.example"
 		s, err := as2.NewSender(cfg)
 		if err != nil {
 			t.Fatal(err)
@@ -390,9 +393,20 @@ func TestDeadlineSweepDeadLettersOnce(t *testing.T) {
 	if got := e.partner.Received()[as2.MessageID("order-1", as2.DefaultMessageIDDomain)]; got != 1 {
 		t.Fatalf("partner received order-1 %d times; want 1 (no resend)", got)
 	}
-	// A late MDN finds nothing to resolve.
-	if n, err := e.partner.PostReceipts(testCtx(t)); n != 0 || err == nil {
-		t.Fatalf("late MDNs: PostReceipts = %d, %v; want refused", n, err)
+	// A late MDN finds its record resolved: answered 200 (so the partner
+	// stops posting it), resolving nothing again.
+	outcomes := func() (n int) {
+		for _, r := range rs {
+			n += len(r.got())
+		}
+		return n
+	}
+	before := outcomes()
+	if n, err := e.partner.PostReceipts(testCtx(t)); n != 2 || err != nil {
+		t.Fatalf("late MDNs: PostReceipts = %d, %v; want both answered 200", n, err)
+	}
+	if after := outcomes(); after != before || len(e.deadLetters()) != 2 {
+		t.Fatalf("late MDNs made %d more outcomes, %d dead letters; want none more", after-before, len(e.deadLetters()))
 	}
 	if n, _ := rs[2].resolver.SweepAt(testCtx(t), late.Add(time.Hour)); n != 0 || len(e.deadLetters()) != 2 {
 		t.Fatal("a second sweep dead-lettered again")

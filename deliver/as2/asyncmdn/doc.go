@@ -21,8 +21,11 @@
 //     resolves the record: delivered (with a warning or not), or, for a
 //     negative receipt (processed/error, failed, a MIC mismatch), a dead
 //     letter with reason [retryqueue.DeadReasonPermanent] and the MDN's
-//     disposition as its error. An MDN for no pending record, or whose
-//     signature does not verify, resolves nothing.
+//     disposition as its error. An MDN for no pending record, whose
+//     signature does not verify, or unsigned while a signed one was asked
+//     for, resolves nothing; one that may be early (no record yet) or
+//     that meets a claim is answered 503 with Retry-After, so the partner
+//     posts it again (see [Resolver.ServeHTTP] for every answer).
 //   - the deadline sweep ([Resolver.SweepAt]) dead-letters a record with
 //     no MDN by its deadline with reason [retryqueue.DeadReasonMDNTimeout],
 //     never resending it: the partner answered 2xx, so it has the message.
@@ -36,7 +39,15 @@
 // never lost). Every outcome goes to [Config.OnOutcome].
 //
 // The breaker is not involved: it judged the HTTP exchange when Send
-// returned.
+// returned. A record Send could not store is [as2.ErrPendingStore], which
+// wraps [deliver.ErrLocal]: the middleware diverts the message and reports
+// the call as neutral, never as the partner's failure.
+//
+// # Metrics
+//
+// With [Config.Metrics] every answer of the endpoint and every sweep dead
+// letter is counted in floodgate_as2_async_receipts_total by outcome and
+// reason, and each sweep sets floodgate_as2_async_pending_receipts.
 //
 // # Sizes
 //

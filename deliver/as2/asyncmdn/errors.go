@@ -19,4 +19,8 @@ var (
 	// ErrNoSender: no [Config.Senders] entry has the record's AS2 From and
 	// To, so the MDN cannot be judged (a configuration error).
 	ErrNoSender = errors.New("asyncmdn: no sender for the receipt's partner")
+	// ErrResolved: the pending receipt asked for was resolved already
+	// (delivered or dead-lettered) within the bucket's TTL: a duplicate or
+	// late MDN. [Store.Get] wraps it together with [as2.ErrUnknownReceipt].
+	ErrResolved = errors.New("asyncmdn: pending receipt already resolved")
 )

@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 
 	"github.com/floodgate-go/floodgate/deliver"
 	"github.com/floodgate-go/floodgate/deliver/as2"
+	"github.com/floodgate-go/floodgate/metrics"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
@@ -22,6 +24,8 @@ const (
 	DefaultMaxBodySize  = 1 << 20 // 1 MiB
 	DefaultClaimLease   = time.Minute
 	DefaultStoreTimeout = 5 * time.Second
+	// DefaultEarlyRetryAfter is the default [Config.EarlyRetryAfter].
+	DefaultEarlyRetryAfter = 30 * time.Second
 )
 
 // MetaMessageID is the metadata key of a dead letter made here: the AS2
@@ -65,6 +69,15 @@ type Config struct {
 	// Clock tells the time for the endpoint's claims. Optional. Default
 	// wall time. The sweep takes its time as an argument ([Resolver.SweepAt]).
 	Clock Clock
+	// EarlyRetryAfter is the Retry-After sent with the 503 that answers an
+	// MDN whose record is not stored yet (see [Resolver.ServeHTTP]), in
+	// whole seconds. Optional. Default 30s. Must not be negative.
+	EarlyRetryAfter time.Duration
+	// Metrics, when set, counts every answer of the endpoint and every
+	// record the sweep dead-letters (floodgate_as2_async_receipts_total by
+	// outcome and reason), and the records pending after each sweep
+	// (floodgate_as2_async_pending_receipts). Optional.
+	Metrics *metrics.Metrics
 }
 
 // Outcome is what became of one pending receipt.
@@ -94,6 +107,7 @@ func (o Outcome) Delivered() bool { return o.DeadReason == "" }
 type Resolver struct {
 	cfg     Config
 	senders map[[2]string]*as2.Sender
+	domains map[string]bool // the Senders' MessageIDDomains, lower case
 }
 
 var _ http.Handler = (*Resolver)(nil)
@@ -111,6 +125,9 @@ func (c *Config) setDefaults() {
 	if c.Clock == nil {
 		c.Clock = wallClock{}
 	}
+	if c.EarlyRetryAfter == 0 {
+		c.EarlyRetryAfter = DefaultEarlyRetryAfter
+	}
 }
 
 // New validates cfg and returns a Resolver. The error wraps "invalid
@@ -127,10 +144,10 @@ func New(cfg Config) (*Resolver, error) {
 		return bad("Config.Queue is required")
 	case len(cfg.Senders) == 0:
 		return bad("Config.Senders: at least one sender is required")
-	case cfg.MaxBodySize < 0 || cfg.ClaimLease < 0 || cfg.StoreTimeout < 0:
-		return bad("Config.MaxBodySize, ClaimLease and StoreTimeout must not be negative")
+	case cfg.MaxBodySize < 0 || cfg.ClaimLease < 0 || cfg.StoreTimeout < 0 || cfg.EarlyRetryAfter < 0:
+		return bad("Config.MaxBodySize, ClaimLease, StoreTimeout and EarlyRetryAfter must not be negative")
 	}
-	r := &Resolver{cfg: cfg, senders: map[[2]string]*as2.Sender{}}
+	r := &Resolver{cfg: cfg, senders: map[[2]string]*as2.Sender{}, domains: map[string]bool{}}
 	for i, s := range cfg.Senders {
 		if s == nil {
 			return bad("Config.Senders[%d] is nil", i)
@@ -140,6 +157,7 @@ func New(cfg Config) (*Resolver, error) {
 			return bad("Config.Senders[%d]: a second sender from %q to %q", i, k[0], k[1])
 		}
 		r.senders[k] = s
+		r.domains[strings.ToLower(s.Config().MessageIDDomain)] = true
 	}
 	return r, nil
 }
@@ -156,73 +174,125 @@ func (r *Resolver) storeCtx(ctx context.Context) (context.Context, context.Cance
 // it reads an asynchronous MDN (POST, at most Config.MaxBodySize bytes),
 // finds its pending record by Original-Message-ID, judges it with the
 // record's Sender ([as2.Sender.ResolveReceipt]) and resolves the record.
-// Answers:
+// RFC 4130 §7.3 leaves a failed post to the partner; AS2 products retry a
+// post answered 5xx (or not answered) and give up on a 4xx, so a 4xx is
+// sent only when posting the same MDN again cannot help. Answers:
 //
 //   - 200: resolved (delivered, or dead-lettered for a negative receipt),
-//     or already resolved by a duplicate of this MDN;
+//     or the record was resolved already ([ErrResolved]: a duplicate of an
+//     MDN, or a late one after an mdn-timeout dead letter): nothing to do,
+//     nothing resolved again;
 //   - 400: no readable MDN, or no Original-Message-ID;
 //   - 403: the signature does not verify with the partner's MDNCert
-//     (nothing resolved: anyone could have posted it);
-//   - 404: no pending receipt has that Message-ID ([as2.ErrUnknownReceipt]);
+//     (or its signer is not trusted), or the MDN is unsigned while the
+//     Sender asked for a signed one (MDNCert or TrustRoots set): nothing
+//     resolved, anyone could have posted it; the record stays pending,
+//     for a genuine MDN or the deadline sweep (mdn-timeout). A Sender
+//     without MDNCert or TrustRoots accepts unsigned MDNs: then anyone who
+//     can reach the endpoint and knows a Message-ID can resolve a record;
+//   - 404: no record was ever stored (within the bucket's TTL) for that
+//     Message-ID, and its domain is no Sender's MessageIDDomain: not ours;
 //   - 405 not a POST; 413 body too large;
 //   - 500: no Sender for the record's partner ([ErrNoSender]);
-//   - 503: the store or the dead-letter stream failed, or another replica
-//     holds a claim on the record: the partner should post again later.
+//   - 503 with Retry-After: the MDN may be early (no record yet, and the
+//     Message-ID has one of our Senders' MessageIDDomain: Send stores the
+//     record after the partner's 2xx, so a quick partner can post first;
+//     Retry-After is Config.EarlyRetryAfter), or another replica holds a
+//     claim on the record (Retry-After: the claim's remaining lease), or
+//     the store or the dead-letter stream failed (Retry-After:
+//     EarlyRetryAfter).
+//
+// Every answer is counted in Config.Metrics.
 func (r *Resolver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.Method != http.MethodPost {
+	a := r.serve(w, req)
+	r.cfg.Metrics.ObserveAS2Receipt(a.Outcome, a.Reason)
+	if a.Status == http.StatusMethodNotAllowed {
 		w.Header().Set("Allow", http.MethodPost)
-		http.Error(w, "asynchronous MDNs are POSTed", http.StatusMethodNotAllowed)
-		return
+	}
+	if a.RetryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int((a.RetryAfter+time.Second-1)/time.Second)))
+	}
+	http.Error(w, a.Text, a.Status)
+}
+
+func (r *Resolver) serve(w http.ResponseWriter, req *http.Request) Answer {
+	if req.Method != http.MethodPost {
+		return Answer{Status: http.StatusMethodNotAllowed, Text: "asynchronous MDNs are POSTed", Outcome: metrics.ReceiptRefused, Reason: metrics.ReasonMethod}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.cfg.MaxBodySize))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			http.Error(w, "MDN larger than the endpoint accepts", http.StatusRequestEntityTooLarge)
-			return
+			return Answer{Status: http.StatusRequestEntityTooLarge, Text: "MDN larger than the endpoint accepts", Outcome: metrics.ReceiptRefused, Reason: metrics.ReasonTooLarge}
 		}
-		http.Error(w, "reading the MDN failed", http.StatusBadRequest)
-		return
+		return Answer{Status: http.StatusBadRequest, Text: "reading the MDN failed", Outcome: metrics.ReceiptRefused, Reason: metrics.ReasonNotMDN}
 	}
-	status, msg := r.Resolve(req.Context(), req.Header.Get("Content-Type"), body)
-	http.Error(w, msg, status)
+	return r.Resolve(req.Context(), req.Header.Get("Content-Type"), body)
+}
+
+// Answer is the endpoint's answer to one MDN ([Resolver.Resolve]).
+type Answer struct {
+	// Status is the HTTP status, Text the body ([Resolver.ServeHTTP]).
+	Status int
+	Text   string
+	// RetryAfter, when > 0, is sent as Retry-After (whole seconds, rounded
+	// up) with a 503.
+	RetryAfter time.Duration
+	// Outcome and Reason are the labels the answer is counted under in
+	// floodgate_as2_async_receipts_total: one of the metrics.Receipt*
+	// outcomes, and its reason.
+	Outcome, Reason string
 }
 
 // Resolve is the endpoint's work on one MDN: its Content-Type and body. It
-// returns the HTTP status and text ServeHTTP answers (see there).
-func (r *Resolver) Resolve(ctx context.Context, contentType string, body []byte) (int, string) {
+// returns what ServeHTTP answers (see there); it does not count it in
+// Config.Metrics (ServeHTTP does), while Config.OnOutcome is called for a
+// record it resolves.
+func (r *Resolver) Resolve(ctx context.Context, contentType string, body []byte) Answer {
+	refused := func(status int, reason, text string) Answer {
+		return Answer{Status: status, Text: text, Outcome: metrics.ReceiptRefused, Reason: reason}
+	}
+	later := func(reason, text string, after time.Duration) Answer {
+		return Answer{Status: http.StatusServiceUnavailable, Text: text, RetryAfter: max(after, time.Second), Outcome: metrics.ReceiptRetryLater, Reason: reason}
+	}
 	// Find the record first from the unverified MDN: its signature can
 	// only be judged with the record's Sender.
 	parsed, err := as2.ParseMDN(contentType, body)
 	if err != nil {
-		return http.StatusBadRequest, "not an MDN: " + err.Error()
+		return refused(http.StatusBadRequest, metrics.ReasonNotMDN, "not an MDN: "+err.Error())
 	}
 	if strings.TrimSpace(parsed.OriginalMessageID) == "" {
-		return http.StatusBadRequest, "MDN has no Original-Message-ID"
+		return refused(http.StatusBadRequest, metrics.ReasonNotMDN, "MDN has no Original-Message-ID")
 	}
 	sctx, cancel := r.storeCtx(ctx)
 	defer cancel()
 	rec, rev, err := r.cfg.Store.Get(sctx, parsed.OriginalMessageID)
 	switch {
+	case errors.Is(err, ErrResolved):
+		return Answer{Status: http.StatusOK, Text: "receipt already resolved", Outcome: metrics.ReceiptDuplicate, Reason: metrics.ReasonNone}
+	case errors.Is(err, as2.ErrUnknownReceipt) && r.ours(parsed.OriginalMessageID):
+		return later(metrics.ReasonEarly, "no pending receipt for this Original-Message-ID yet", r.cfg.EarlyRetryAfter)
 	case errors.Is(err, as2.ErrUnknownReceipt):
-		return http.StatusNotFound, "no pending receipt for this Original-Message-ID"
+		return refused(http.StatusNotFound, metrics.ReasonUnknown, "no pending receipt for this Original-Message-ID")
 	case err != nil:
-		return http.StatusServiceUnavailable, "receipt store unavailable"
+		return later(metrics.ReasonUnavailable, "receipt store unavailable", r.cfg.EarlyRetryAfter)
 	}
 	s := r.senders[[2]string{rec.From, rec.To}]
 	if s == nil {
-		return http.StatusInternalServerError, fmt.Sprintf("%v: from %q to %q", ErrNoSender, rec.From, rec.To)
+		return refused(http.StatusInternalServerError, metrics.ReasonNoSender, fmt.Sprintf("%v: from %q to %q", ErrNoSender, rec.From, rec.To))
 	}
 	mdn, verr := s.ResolveReceipt(rec, contentType, body)
 	switch {
+	case errors.Is(verr, as2.ErrMDNUnsigned) && errors.Is(verr, as2.ErrMDNSignature):
+		return refused(http.StatusForbidden, metrics.ReasonUnsigned, "MDN unsigned: a signed MDN was asked for")
 	case errors.Is(verr, as2.ErrMDNSignature):
-		return http.StatusForbidden, "MDN signature does not verify"
+		return refused(http.StatusForbidden, metrics.ReasonSignature, "MDN signature does not verify")
 	case errors.Is(verr, as2.ErrNoMDN) || errors.Is(verr, as2.ErrMalformedMDN):
-		return http.StatusBadRequest, "not an MDN"
+		return refused(http.StatusBadRequest, metrics.ReasonNotMDN, "not an MDN")
 	}
 	now := r.cfg.Clock.Now()
 	if !rec.ClaimedUntil.IsZero() && now.Before(rec.ClaimedUntil) {
-		return http.StatusServiceUnavailable, "receipt being resolved by another replica"
+		return later(metrics.ReasonClaimed, "receipt being resolved by another replica", rec.ClaimedUntil.Sub(now))
 	}
 	out := Outcome{Receipt: rec, MDN: mdn, Err: verr, At: now}
 	if verr == nil || deliver.IsWarning(verr) {
@@ -230,22 +300,35 @@ func (r *Resolver) Resolve(ctx context.Context, contentType string, body []byte)
 			return r.lost(err)
 		}
 		r.report(out)
-		return http.StatusOK, "receipt accepted: delivered"
+		a := Answer{Status: http.StatusOK, Text: "receipt accepted: delivered", Outcome: metrics.ReceiptDelivered, Reason: metrics.ReasonNone}
+		if w := deliver.AsWarning(verr); w != nil {
+			a.Outcome, a.Reason = metrics.ReceiptWarning, w.Reason
+		}
+		return a
 	}
 	out.DeadReason = retryqueue.DeadReasonPermanent
 	if err := r.deadLetter(ctx, rec, rev, now, out.DeadReason, verr); err != nil {
 		return r.lost(err)
 	}
 	r.report(out)
-	return http.StatusOK, "receipt accepted: not processed, dead-lettered"
+	return Answer{Status: http.StatusOK, Text: "receipt accepted: not processed, dead-lettered", Outcome: metrics.ReceiptDeadLettered, Reason: out.DeadReason}
+}
+
+// ours reports whether messageID's domain is one of the Senders'
+// MessageIDDomain: a Message-ID we may have sent.
+func (r *Resolver) ours(messageID string) bool {
+	id := strings.TrimSuffix(strings.TrimSpace(messageID), ">")
+	at := strings.LastIndexByte(id, '@')
+	return at >= 0 && r.domains[strings.ToLower(strings.TrimSpace(id[at+1:]))]
 }
 
 // lost answers a resolution another replica won, or a store failure.
-func (r *Resolver) lost(err error) (int, string) {
+func (r *Resolver) lost(err error) Answer {
 	if errors.Is(err, ErrClaimed) {
-		return http.StatusOK, "receipt already resolved"
+		return Answer{Status: http.StatusOK, Text: "receipt already resolved", Outcome: metrics.ReceiptDuplicate, Reason: metrics.ReasonNone}
 	}
-	return http.StatusServiceUnavailable, "receipt store or dead-letter stream unavailable"
+	return Answer{Status: http.StatusServiceUnavailable, Text: "receipt store or dead-letter stream unavailable",
+		RetryAfter: max(r.cfg.EarlyRetryAfter, time.Second), Outcome: metrics.ReceiptRetryLater, Reason: metrics.ReasonUnavailable}
 }
 
 // deadLetter claims rec (read at rev), dead-letters its message with
@@ -290,7 +373,9 @@ func (r *Resolver) Sweep(ctx context.Context) (int, error) { return r.SweepAt(ct
 // holds a live claim on, and returns how many it dead-lettered. Replicas
 // sweeping at once dead-letter each record once (a claim by revision).
 // Errors of single records are joined; the others are still swept. It
-// never resends anything.
+// never resends anything. It counts each dead letter in Config.Metrics,
+// and sets the pending gauge to the records left (those listed, less
+// those it dead-lettered).
 func (r *Resolver) SweepAt(ctx context.Context, now time.Time) (int, error) {
 	lctx, cancel := r.storeCtx(ctx)
 	keys, err := r.cfg.Store.keys(lctx)
@@ -327,8 +412,10 @@ func (r *Resolver) SweepAt(ctx context.Context, now time.Time) (int, error) {
 			continue
 		}
 		n++
+		r.cfg.Metrics.ObserveAS2Receipt(metrics.ReceiptDeadLettered, retryqueue.DeadReasonMDNTimeout)
 		r.report(Outcome{Receipt: rec, Err: cause, DeadReason: retryqueue.DeadReasonMDNTimeout, At: now})
 	}
+	r.cfg.Metrics.SetAS2PendingReceipts(len(keys) - n)
 	return n, errors.Join(errs...)
 }
 

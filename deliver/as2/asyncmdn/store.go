@@ -84,8 +84,9 @@ func (c StoreConfig) validate() error {
 // without angle brackets, so no Message-ID, ours or one read from an MDN,
 // can inject a subject token. It is safe for concurrent use.
 type Store struct {
-	kv  jetstream.KeyValue
-	max int32
+	kv     jetstream.KeyValue
+	stream jetstream.Stream // the bucket's stream, to tell a resolved record from an unknown one
+	max    int32
 }
 
 var _ as2.ReceiptStore = (*Store)(nil)
@@ -110,7 +111,11 @@ func NewStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*St
 	if err != nil {
 		return nil, fmt.Errorf("asyncmdn: bucket %s: %w", cfg.Bucket, err)
 	}
-	return &Store{kv: kv, max: cfg.MaxValueSize}, nil
+	st, err := js.Stream(ctx, "KV_"+cfg.Bucket)
+	if err != nil {
+		return nil, fmt.Errorf("asyncmdn: bucket %s: %w", cfg.Bucket, err)
+	}
+	return &Store{kv: kv, stream: st, max: cfg.MaxValueSize}, nil
 }
 
 // Key returns the KV key of the record for messageID (with or without
@@ -143,7 +148,9 @@ func (s *Store) PutPending(ctx context.Context, p *as2.PendingReceipt) error {
 }
 
 // Get returns the pending record for messageID and its revision. It
-// returns an error wrapping [as2.ErrUnknownReceipt] when there is none.
+// returns an error wrapping [as2.ErrUnknownReceipt] when there is none,
+// also wrapping [ErrResolved] when the record was resolved (deleted)
+// within the bucket's TTL.
 func (s *Store) Get(ctx context.Context, messageID string) (*as2.PendingReceipt, uint64, error) {
 	return s.get(ctx, Key(messageID))
 }
@@ -151,6 +158,9 @@ func (s *Store) Get(ctx context.Context, messageID string) (*as2.PendingReceipt,
 func (s *Store) get(ctx context.Context, key string) (*as2.PendingReceipt, uint64, error) {
 	e, err := s.kv.Get(ctx, key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		if s.resolved(ctx, key) {
+			return nil, 0, fmt.Errorf("%w: %w: key %s", as2.ErrUnknownReceipt, ErrResolved, key)
+		}
 		return nil, 0, fmt.Errorf("%w: key %s", as2.ErrUnknownReceipt, key)
 	}
 	if err != nil {
@@ -161,6 +171,18 @@ func (s *Store) get(ctx context.Context, key string) (*as2.PendingReceipt, uint6
 		return nil, 0, fmt.Errorf("asyncmdn: record %s: %w", key, err)
 	}
 	return &p, e.Revision(), nil
+}
+
+// resolved reports whether key's last entry is a delete marker: its
+// record was resolved, and the marker is kept until the bucket's TTL. An
+// error reading it reports false (unknown), the cautious answer.
+func (s *Store) resolved(ctx context.Context, key string) bool {
+	m, err := s.stream.GetLastMsgForSubject(ctx, "$KV."+s.kv.Bucket()+"."+key)
+	if err != nil {
+		return false
+	}
+	op := m.Header.Get("KV-Operation")
+	return op == "DEL" || op == "PURGE"
 }
 
 // claim marks p, read at revision rev, as being resolved until until; it

@@ -1,0 +1,60 @@
+package as2partner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// maxRetryAfter caps a receipt URL's Retry-After.
+const maxRetryAfter = time.Minute
+
+// postError is a post of a receipt answered with a non-2xx status.
+type postError struct {
+	url        string
+	status     int
+	retryAfter string // the raw Retry-After header
+}
+
+func (e *postError) Error() string {
+	return fmt.Sprintf("as2partner: posting the MDN to %s: HTTP %d", e.url, e.status)
+}
+
+// retryWait reports whether a post that failed with err may be retried
+// (no answer, or a 5xx), and after how long.
+func (c AsyncConfig) retryWait(err error) (time.Duration, bool) {
+	var pe *postError
+	if !errors.As(err, &pe) {
+		return c.RetryDelay, true // no answer
+	}
+	if pe.status < 500 {
+		return 0, false
+	}
+	if secs, perr := strconv.Atoi(strings.TrimSpace(pe.retryAfter)); perr == nil && secs > 0 {
+		return min(time.Duration(secs)*time.Second, maxRetryAfter), true
+	}
+	return c.RetryDelay, true
+}
+
+// postRetrying posts r, and again up to Config.Async.Retries times while
+// the post fails with no answer or a 5xx (see [AsyncConfig.Retries]).
+func (p *Partner) postRetrying(r receipt) {
+	retries := p.cfg.Async.Retries
+	if !p.cfg.Async.allowed(r.url) {
+		retries = 0 // refused by post, and again each time
+	}
+	for try := 0; ; try++ {
+		err := p.post(context.Background(), r)
+		if err == nil || try >= retries {
+			return
+		}
+		wait, ok := p.cfg.Async.retryWait(err)
+		if !ok {
+			return
+		}
+		time.Sleep(wait)
+	}
+}
