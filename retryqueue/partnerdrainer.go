@@ -62,7 +62,8 @@ type PartnerDrainerConfig struct {
 	// turn to the next while their backlog lasts (see [PartnerDrainer]):
 	// their next turn fetches at once rather than creating the consumer
 	// again, and the turn does not delete it. A kept consumer is deleted
-	// when its partner's backlog is found empty or its drain stops; a
+	// when its partner's backlog is found empty or its drain stops (it
+	// stays, and counts, while the partner's gate is closed); a
 	// partner ending a turn while KeepConsumers others are kept deletes
 	// its own, as every partner does with -1. Each consumer on the
 	// work-queue retry stream costs the server work on every ack of the
@@ -454,14 +455,16 @@ func (p *PartnerDrainer) unkeepLocked(e *drainPart) bool {
 func (p *PartnerDrainer) stop(ctx context.Context, e *drainPart) bool {
 	p.mu.Lock()
 	e.stopping, e.again = true, false
-	p.unkeepLocked(e)
 	p.mu.Unlock()
-	done, _ := p.emptyDeleted(ctx, e, false)
-	if !done {
-		p.mu.Lock()
-		e.stopping, e.again = false, false
-		p.mu.Unlock()
+	done, deleted := p.emptyDeleted(ctx, e, false)
+	p.mu.Lock()
+	if deleted {
+		p.unkeepLocked(e)
 	}
+	if !done {
+		e.stopping, e.again = false, false
+	}
+	p.mu.Unlock()
 	return done
 }
 
