@@ -1126,10 +1126,14 @@ func (d *Drainer) dispatch(ctx context.Context, it item) {
 		work, base := d.work, context.WithoutCancel(ctx)
 		go func() {
 			for it := range work {
-				d.handleIn(base, it)
+				turned := d.handleIn(base, it)
 				<-d.slots
 				d.releaseShare(1)
-				d.Wake()
+				if !turned {
+					// A turned-away message does not wake the round:
+					// it waits a poll interval (see round).
+					d.Wake()
+				}
 				d.handlers.Done()
 			}
 		}()
@@ -1169,8 +1173,9 @@ func (d *Drainer) handle(ctx context.Context, it item) {
 	d.handleIn(context.WithoutCancel(ctx), it)
 }
 
-// handleIn is handle with base, a context that is never canceled.
-func (d *Drainer) handleIn(base context.Context, it item) {
+// handleIn is handle with base, a context that is never canceled. It
+// reports whether the breaker turned the message away.
+func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 	jm, wm := it.jm, it.wm
 	// The consumer's filter subject keeps other routes' messages away; a
 	// message whose route metadata disagrees with its subject (or a subject
@@ -1207,13 +1212,18 @@ func (d *Drainer) handleIn(base context.Context, it item) {
 	start := time.Now()
 	err := d.call(wm)
 	latency := time.Since(start)
-	d.returned(it)
 	d.inflight.Delete(wm.UUID)
 	what, reason := s.get()
 	if err == nil && what == outcomeDeferred {
 		// Turned away by the breaker (open, probe slots taken, ramp): not a
 		// partner outcome and no attempt. It stays in the stream and comes
-		// back after a poll interval.
+		// back after a poll interval. turned is set before the call
+		// counts as returned, and neither wakes the round, so the round
+		// waits a poll interval (or a Wake) rather than fetching again.
+		d.turned.Store(true)
+		if it.counted {
+			d.calling.Add(-1)
+		}
 		if it.key != "" {
 			// A key's head keeps its hold while it is turned away: its
 			// copy is at the back of the stream, behind nothing of its key.
@@ -1222,9 +1232,9 @@ func (d *Drainer) handleIn(base context.Context, it item) {
 		} else {
 			d.deferMsg(it, d.cfg.PollInterval)
 		}
-		d.turned.Store(true)
-		return
+		return true
 	}
+	d.returned(it)
 	if err == nil {
 		switch {
 		case what == outcomeNone:
@@ -1257,6 +1267,7 @@ func (d *Drainer) handleIn(base context.Context, it item) {
 		return
 	}
 	d.order.unhold(it.key, wm.UUID)
+	return false
 }
 
 // returned takes it out of the calls counted in d.calling, once its
