@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"slices"
@@ -26,6 +27,11 @@ import (
 const drainPartnerMeta = "bench_partner"
 
 var errDrainOpen = errors.New("bench: partner open")
+
+// drainKeep, when set, is the floodgate variant's
+// [retryqueue.PartnerDrainerConfig.KeepConsumers] (-1 keeps none), to
+// compare the consumers kept between turns with none in one binary.
+var drainKeep = flag.Int("drain.keep", 0, "BenchmarkDrain: floodgate's Drain.KeepConsumers (0: the default)")
 
 // drainRun is one variant's drain of a backlog: the delivery times by
 // partner, recorded by the handler, and the wall and CPU time until every
@@ -252,6 +258,7 @@ func drainFloodgate(b *testing.B, ctx context.Context, js jetstream.JetStream, p
 			return nil
 		},
 		Queue: drainQueueConfig(prefix),
+		Drain: retryqueue.PartnerDrainerConfig{KeepConsumers: *drainKeep},
 	})
 	if err != nil {
 		b.Fatal(err)

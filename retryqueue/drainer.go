@@ -302,10 +302,12 @@ type DrainStatus struct {
 // consumer without waiting (FetchNoWait, so nothing is prefetched and
 // nothing sits delivered while the breaker is open, and AckWait never runs
 // out on a buffered message), and runs the handler on the eligible ones
-// concurrently, at most [DrainerConfig.MaxInFlight] at once; while the
-// breaker is closed it does not wait for them before the next round, while
-// half-open (a small budget) or with per-key ordering it does.
-// A message
+// concurrently, at most [DrainerConfig.MaxInFlight] at once. It does not
+// wait for them (nor their acks) before the next round, whose fetch the
+// gate's budget less the drainer's calls still running bounds (so a
+// bulkhead's or the probe slots' budget is never exceeded by its own
+// calls, and the drain does not idle between batches); with per-key
+// ordering it does wait. A message
 // whose [MetaNotBefore] is in the future is nakked with a delay until then,
 // without running the handler or using a token. A message is acked (and
 // the ack confirmed) only after the handler returned nil for it. Every
@@ -395,12 +397,20 @@ type Drainer struct {
 	// reports the backlog empty (idle).
 	lanes  *lanes
 	retire func(context.Context, turnEnd) (idle, deleted bool)
+	// keptClean: the consumer was kept at the end of the last turn, clean
+	// (nothing of it awaiting an ack; runTurns only).
+	keptClean bool
 	// left is the consumer's pending count after the last message of the
 	// turn's last fetch (runTurns only; math.MaxUint64 before one).
 	left uint64
 	// sliceEnd is when the current turn's slice ends (runTurns only; see
 	// turnSlice).
 	sliceEnd time.Time
+
+	// calling counts the messages dispatched to the worker pool whose
+	// handler call has not returned yet (FIFO mode): the gate's budget may
+	// not count them yet (see round).
+	calling atomic.Int32
 
 	fetched, drained, redelivered, deferred, dead, ackErrors, gateClosed, failures, backoffs atomic.Uint64
 }
@@ -872,12 +882,22 @@ type item struct {
 	key string // ordering key, "" for none
 	seq uint64 // stream sequence (keyed messages only)
 	n   uint64 // deliveries so far, this one included (keyed messages only)
+	// counted: the message is in Drainer.calling until its handler call
+	// returns (FIFO mode).
+	counted bool
 }
 
 // round does one gate-budget-fetch-handle round. It sleeps itself when there
 // is nothing to do and returns only fetch errors.
 func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 	budget := d.cfg.Gate.Budget()
+	calls := int(d.calling.Load())
+	if budget <= 0 && calls > 0 {
+		// The drainer's own calls may hold the whole budget (a partner's
+		// bulkhead, the probe slots): wait for one to return (it wakes the
+		// round) before taking the gate for closed.
+		return d.restSlots(ctx, d.cfg.PollInterval)
+	}
 	if budget <= 0 {
 		if d.gatePaused(ctx) {
 			return errDrainIdle // woken for a paused partner with no backlog
@@ -915,6 +935,15 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 		return d.restSlots(ctx, d.cfg.PollInterval) // a finishing handler wakes it
 	}
 	n := min(budget, d.lim.Burst(), int(tokens))
+	if !d.cfg.Queue.Ordered() {
+		// The gate counts a call once the breaker admitted it; the calls
+		// dispatched and not yet returned may not be counted yet, so they
+		// are taken off the budget (one admitted is then counted twice:
+		// the fetch is smaller, never over the budget).
+		if n = min(n, budget-calls); n <= 0 {
+			return d.restSlots(ctx, d.cfg.PollInterval) // a returning call wakes it
+		}
+	}
 	if free < n && free < max(1, cap(d.slots)/4) {
 		// Handlers hold most slots: wait for a quarter of them to free up
 		// (a finishing handler wakes it), so that a fetch, one round trip
@@ -1021,13 +1050,14 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 	if len(groups) == 0 {
 		return nil // all deferred: no token used, fetch again at once
 	}
-	if !d.cfg.Queue.Ordered() && budget >= d.cfg.MaxInFlight {
-		// FIFO with an ample budget (closed): each message runs on its
-		// own, and the next round does not wait for this one, so a slow
-		// partner call does not idle the rate; MaxInFlight bounds the
-		// messages in handlers. A small budget (half-open probe slots)
-		// counts the drainer's own calls only once they are admitted, so
-		// then the round waits, as with per-key ordering.
+	if !d.cfg.Queue.Ordered() {
+		// FIFO: each message runs on its own, and the next round does not
+		// wait for this one, so neither a slow partner call nor an ack's
+		// round trip idles the drain; MaxInFlight bounds the messages in
+		// handlers, and the next round's fetch is bounded by the gate's
+		// budget less the calls still running (see above), so a bounded
+		// budget (a partner's bulkhead, half-open probe slots) is never
+		// exceeded by the drainer's own calls.
 		for _, g := range groups {
 			d.slots <- struct{}{}
 			d.lim.ReserveN(time.Now(), 1)
@@ -1035,9 +1065,9 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 		}
 		return nil
 	}
-	// Per-key ordering, or a small budget: a key's messages run one at a
-	// time, and the round waits for all, so no later round overtakes a
-	// key's earlier message or exceeds the budget.
+	// Per-key ordering: a key's messages run one at a time, and the round
+	// waits for all, so no later round overtakes a key's earlier message
+	// or exceeds the budget.
 	var wg sync.WaitGroup
 	defer d.releaseShare(grouped)
 	for _, g := range groups {
@@ -1085,6 +1115,8 @@ func (d *Drainer) deferMsg(it item, delay time.Duration) {
 // once rather than per message. Only the goroutine running Run calls it.
 func (d *Drainer) dispatch(ctx context.Context, it item) {
 	d.handlers.Add(1)
+	d.calling.Add(1)
+	it.counted = true
 	if d.work == nil {
 		d.work = make(chan item, cap(d.slots))
 	}
@@ -1094,10 +1126,14 @@ func (d *Drainer) dispatch(ctx context.Context, it item) {
 		work, base := d.work, context.WithoutCancel(ctx)
 		go func() {
 			for it := range work {
-				d.handleIn(base, it)
+				turned := d.handleIn(base, it)
 				<-d.slots
 				d.releaseShare(1)
-				d.Wake()
+				if !turned {
+					// A turned-away message does not wake the round:
+					// it waits a poll interval (see round).
+					d.Wake()
+				}
 				d.handlers.Done()
 			}
 		}()
@@ -1137,8 +1173,9 @@ func (d *Drainer) handle(ctx context.Context, it item) {
 	d.handleIn(context.WithoutCancel(ctx), it)
 }
 
-// handleIn is handle with base, a context that is never canceled.
-func (d *Drainer) handleIn(base context.Context, it item) {
+// handleIn is handle with base, a context that is never canceled. It
+// reports whether the breaker turned the message away.
+func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 	jm, wm := it.jm, it.wm
 	// The consumer's filter subject keeps other routes' messages away; a
 	// message whose route metadata disagrees with its subject (or a subject
@@ -1158,6 +1195,7 @@ func (d *Drainer) handleIn(base context.Context, it item) {
 		deadReason, cause = DeadReasonMalformed, fmt.Errorf("%w: %s", ErrMalformed, mwhy)
 	}
 	if cause != nil {
+		d.returned(it)
 		_, err := d.cfg.Queue.deadLetter(base, wm, r, deadReason, cause)
 		if d.settle(base, jm, wm, err) {
 			d.dead.Add(1)
@@ -1179,7 +1217,13 @@ func (d *Drainer) handleIn(base context.Context, it item) {
 	if err == nil && what == outcomeDeferred {
 		// Turned away by the breaker (open, probe slots taken, ramp): not a
 		// partner outcome and no attempt. It stays in the stream and comes
-		// back after a poll interval.
+		// back after a poll interval. turned is set before the call
+		// counts as returned, and neither wakes the round, so the round
+		// waits a poll interval (or a Wake) rather than fetching again.
+		d.turned.Store(true)
+		if it.counted {
+			d.calling.Add(-1)
+		}
 		if it.key != "" {
 			// A key's head keeps its hold while it is turned away: its
 			// copy is at the back of the stream, behind nothing of its key.
@@ -1188,9 +1232,9 @@ func (d *Drainer) handleIn(base context.Context, it item) {
 		} else {
 			d.deferMsg(it, d.cfg.PollInterval)
 		}
-		d.turned.Store(true)
-		return
+		return true
 	}
+	d.returned(it)
 	if err == nil {
 		switch {
 		case what == outcomeNone:
@@ -1223,6 +1267,17 @@ func (d *Drainer) handleIn(base context.Context, it item) {
 		return
 	}
 	d.order.unhold(it.key, wm.UUID)
+	return false
+}
+
+// returned takes it out of the calls counted in d.calling, once its
+// handler call returned (or was not made), and wakes the round waiting for
+// the gate's budget.
+func (d *Drainer) returned(it item) {
+	if it.counted {
+		d.calling.Add(-1)
+		d.Wake()
+	}
 }
 
 // call runs the handler, turning a panic into an error.

@@ -58,6 +58,18 @@ type PartnerDrainerConfig struct {
 	// so this bound, not the number of partners, sets that cost.
 	// Optional. Default 32. Valid range 1..10000.
 	MaxDraining int
+	// KeepConsumers bounds the partners whose consumer is kept from one
+	// turn to the next while their backlog lasts (see [PartnerDrainer]):
+	// their next turn fetches at once rather than creating the consumer
+	// again, and the turn does not delete it. A kept consumer is deleted
+	// when its partner's backlog is found empty or its drain stops (it
+	// stays, and counts, while the partner's gate is closed); a
+	// partner ending a turn while KeepConsumers others are kept deletes
+	// its own, as every partner does with -1. Each consumer on the
+	// work-queue retry stream costs the server work on every ack of the
+	// stream's messages, so this bounds that cost with MaxDraining.
+	// Optional. Default 128. Valid range -1..100000 (-1: none kept).
+	KeepConsumers int
 	// DiscoverInterval is how often the retry stream's per-subject counts
 	// are read to find partners with a backlog that this process did not
 	// divert (another replica's, or from before a restart). They are also
@@ -75,6 +87,9 @@ func (c *PartnerDrainerConfig) setDefaults() {
 	}
 	if c.MaxDraining == 0 {
 		c.MaxDraining = 32
+	}
+	if c.KeepConsumers == 0 {
+		c.KeepConsumers = 128
 	}
 }
 
@@ -99,6 +114,8 @@ func (c PartnerDrainerConfig) Validate() error {
 		return fmt.Errorf("%w: MaxInFlight must be in 1..100000, got %d", ErrInvalidConfig, c.MaxInFlight)
 	case c.MaxDraining < 1 || c.MaxDraining > 10000:
 		return fmt.Errorf("%w: MaxDraining must be in 1..10000, got %d", ErrInvalidConfig, c.MaxDraining)
+	case c.KeepConsumers < -1 || c.KeepConsumers > 100000:
+		return fmt.Errorf("%w: KeepConsumers must be in -1..100000, got %d", ErrInvalidConfig, c.KeepConsumers)
 	case c.DiscoverInterval < 10*time.Millisecond:
 		return fmt.Errorf("%w: DiscoverInterval must be >= 10ms, got %s", ErrInvalidConfig, c.DiscoverInterval)
 	case t.JetStream != nil || t.Queue != nil || t.Handler != nil || t.Gate != nil:
@@ -163,7 +180,10 @@ type PartnerStatus struct {
 // another partner waits, gives the lane up and goes to the back of the
 // queue: round-robin, one slice per turn, so every partner with a backlog
 // gets a turn before any gets a second, and a partner's share is what it
-// fetched in its slice per round of turns. Once its handlers are done it deletes the
+// fetched in its slice per round of turns. Once its handlers are done, a
+// partner whose backlog lasts keeps its consumer for its next turn (at
+// most [PartnerDrainerConfig.KeepConsumers] partners do, so a turn does
+// not pay for a consumer create and delete); otherwise it deletes the
 // consumer (kept only while messages of it await an ack: a nak delay, or
 // another replica's). While nobody waits, a partner keeps its lane and
 // drains as a lone [Drainer] does. The bound exists because every consumer
@@ -172,7 +192,8 @@ type PartnerStatus struct {
 // file-backed consumer writes its state to disk several times a second:
 // with a consumer per partner with a backlog, 1,000 partners drained
 // 10-30 times slower than one consumer reads (see BENCHMARKS.md). A turn
-// in turn costs the server a consumer create and delete. Drained messages
+// in turn costs the server a consumer create and delete, unless the
+// partner's consumer was kept from its last turn. Drained messages
 // in handlers are bounded across partners by
 // [PartnerDrainerConfig.MaxInFlight], shared max-min fairly: free slots go
 // to the waiting partners in turn, and a partner already holding its fair
@@ -180,7 +201,8 @@ type PartnerStatus struct {
 // partner's lane is given up before its handlers finish, so slow partner
 // calls do not hold the lanes; the consumers on the stream are at most
 // MaxDraining plus the partners with messages in handlers (at most
-// MaxInFlight), plus those kept for messages awaiting an ack.
+// MaxInFlight) plus KeepConsumers, plus those kept for messages awaiting
+// an ack.
 //
 // A partner's drain starts when the Queue diverts a message to it (at once,
 // through a hook in the Queue), on [PartnerDrainer.Wake], or when
@@ -211,6 +233,7 @@ type PartnerDrainer struct {
 	mu      sync.Mutex
 	ctx     context.Context // Run's; nil while not running
 	parts   map[string]*drainPart
+	kept    int              // the parts whose consumer is kept between turns
 	pending map[string]route // woken before Run
 	wg      sync.WaitGroup   // the partners' Run goroutines
 }
@@ -222,6 +245,7 @@ type drainPart struct {
 	d        *Drainer
 	stopping bool // the drain found nothing and is deleting its consumer
 	again    bool // woken while stopping: run again
+	kept     bool // its consumer is kept between turns (counted in PartnerDrainer.kept)
 	backlog  uint64
 }
 
@@ -389,9 +413,40 @@ func (p *PartnerDrainer) runPart(ctx context.Context, e *drainPart) {
 			continue
 		}
 		delete(p.parts, e.rt.partnerToken)
+		kept := p.unkeepLocked(e)
 		p.mu.Unlock()
+		if kept && err == nil {
+			// Run ended with the consumer kept for the next turn: delete
+			// it (the work-queue stream keeps every unacked message).
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.Queue.cfg.PublishTimeout)
+			_ = p.cfg.JetStream.DeleteConsumer(dctx, p.stream, e.d.Consumer())
+			cancel()
+		}
 		return
 	}
+}
+
+// keep counts e's consumer among those kept between turns, if it is
+// already or fewer than KeepConsumers are; it reports whether it is.
+func (p *PartnerDrainer) keep(e *drainPart) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !e.kept && p.kept < p.cfg.KeepConsumers {
+		e.kept = true
+		p.kept++
+	}
+	return e.kept
+}
+
+// unkeepLocked takes e's consumer out of those kept between turns and
+// reports whether it was. Requires p.mu held.
+func (p *PartnerDrainer) unkeepLocked(e *drainPart) bool {
+	if !e.kept {
+		return false
+	}
+	e.kept = false
+	p.kept--
+	return true
 }
 
 // stop is e's drainer's idle check, made after a fetch found nothing: it
@@ -401,24 +456,35 @@ func (p *PartnerDrainer) stop(ctx context.Context, e *drainPart) bool {
 	p.mu.Lock()
 	e.stopping, e.again = true, false
 	p.mu.Unlock()
-	done, _ := p.emptyDeleted(ctx, e, false)
-	if !done {
-		p.mu.Lock()
-		e.stopping, e.again = false, false
-		p.mu.Unlock()
+	done, deleted := p.emptyDeleted(ctx, e, false)
+	p.mu.Lock()
+	if deleted {
+		p.unkeepLocked(e)
 	}
+	if !done {
+		e.stopping, e.again = false, false
+	}
+	p.mu.Unlock()
 	return done
 }
 
-// retire is the end of a turn of e's drainer: it deletes the consumer
-// unless messages of it are awaiting an ack (waiting out a nak delay, or
-// held by another replica), and reports the backlog empty (idle: the drain
-// ends as with stop) and the consumer deleted. A clean turn on a consumer
-// of its own knows that much without asking the server (one request, the
-// deletion); otherwise it reads the consumer's info first.
+// retire is the end of a turn of e's drainer. After a clean turn on a
+// consumer of its own whose backlog lasts, it keeps the consumer for the
+// next turn (no request) while fewer than KeepConsumers are kept.
+// Otherwise it deletes the consumer unless messages of it are awaiting an
+// ack (waiting out a nak delay, or held by another replica), and reports
+// the backlog empty (idle: the drain ends as with stop) and the consumer
+// deleted. A clean turn on a consumer of its own knows that much without
+// asking the server (one request, the deletion); otherwise it reads the
+// consumer's info first.
 func (p *PartnerDrainer) retire(ctx context.Context, e *drainPart, t turnEnd) (idle, deleted bool) {
+	if t.clean && !t.shared && !t.empty && p.keep(e) {
+		e.d.keptClean = true
+		return false, false
+	}
 	p.mu.Lock()
 	e.stopping, e.again = true, false
+	p.unkeepLocked(e)
 	p.mu.Unlock()
 	if t.clean && !t.shared {
 		err := p.cfg.JetStream.DeleteConsumer(ctx, p.stream, e.d.Consumer())

@@ -438,6 +438,8 @@ func TestPartnerDrainerConfigValidate(t *testing.T) {
 		{func(c *retryqueue.PartnerDrainerConfig) { c.Gate = nil }, "Gate is required"},
 		{func(c *retryqueue.PartnerDrainerConfig) { c.MaxInFlight = -1 }, "MaxInFlight must be in 1..100000"},
 		{func(c *retryqueue.PartnerDrainerConfig) { c.MaxInFlight = 100001 }, "MaxInFlight must be in 1..100000"},
+		{func(c *retryqueue.PartnerDrainerConfig) { c.KeepConsumers = -2 }, "KeepConsumers must be in -1..100000"},
+		{func(c *retryqueue.PartnerDrainerConfig) { c.KeepConsumers = 100001 }, "KeepConsumers must be in -1..100000"},
 		{func(c *retryqueue.PartnerDrainerConfig) { c.DiscoverInterval = time.Millisecond }, "DiscoverInterval must be >= 10ms"},
 		{func(c *retryqueue.PartnerDrainerConfig) { c.MaxDraining = -1 }, "MaxDraining must be in 1..10000"},
 		{func(c *retryqueue.PartnerDrainerConfig) { c.MaxDraining = 10001 }, "MaxDraining must be in 1..10000"},

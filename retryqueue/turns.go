@@ -229,8 +229,12 @@ func (d *Drainer) turn(ctx context.Context, cons *jetstream.Consumer) (wait time
 		info := c.CachedInfo()
 		shared = info.Delivered.Consumer > 0 || info.NumAckPending > 0
 	} else {
-		shared = true // kept from an earlier turn: messages await an ack
+		// Kept from an earlier turn: after a clean one, with nothing of
+		// it awaiting an ack (see PartnerDrainerConfig.KeepConsumers);
+		// else because messages of it await one.
+		shared = !d.keptClean
 	}
+	d.keptClean = false
 	d.sliceEnd = time.Now().Add(turnSlice)
 	for ctx.Err() == nil {
 		err := d.round(ctx, *cons)
