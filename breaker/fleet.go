@@ -308,14 +308,16 @@ func JoinFleet(b *Breaker, cfg FleetConfig) (*Fleet, error) {
 		f.stop()
 		return nil, ErrFleetJoined
 	}
-	f.removeListener = b.AddListener(f.onTransition)
 	f.mu.Lock()
 	f.resync = true
 	f.mu.Unlock()
 	if !cfg.Inline {
+		// Join the hub before anything can kick f: its tick and the
+		// transition listener both enqueue f on f.hub.
 		f.nextResync.Store(time.Now().UnixNano() + int64(cfg.ResyncInterval))
-		f.hub = joinHub(f)
+		joinHub(f)
 	}
+	f.removeListener = b.AddListener(f.onTransition)
 	f.step()
 	return f, nil
 }

@@ -34,8 +34,9 @@ var hubs struct {
 	m map[any]*fleetHub
 }
 
-// joinHub adds f to the hub of its store.
-func joinHub(f *Fleet) *fleetHub {
+// joinHub adds f to the hub of its store and sets f.hub, before the hub's
+// tick can see f.
+func joinHub(f *Fleet) {
 	var key any
 	if reflect.TypeOf(f.store).Comparable() {
 		key = f.store
@@ -52,6 +53,7 @@ func joinHub(f *Fleet) *fleetHub {
 		}
 	}
 	h.mu.Lock()
+	f.hub = h
 	h.fleets[f] = struct{}{}
 	if h.interval == 0 || f.cfg.ResyncInterval < h.interval {
 		h.interval = f.cfg.ResyncInterval
@@ -64,7 +66,6 @@ func joinHub(f *Fleet) *fleetHub {
 	}
 	h.mu.Unlock()
 	hubs.Unlock()
-	return h
 }
 
 // leave removes f; the last fleet to leave drops the hub and its timer.
