@@ -47,6 +47,9 @@ type replicaConfig struct {
 	Shared    bool    // join the fleet (false: an independent breaker)
 	Breaker   breakerSettings
 	LeaseTTL  time.Duration
+	// CallTimeout bounds each partner call (a probe too); 0: 1.5 s, or
+	// 3/4 of LeaseTTL if less. Keep it below LeaseTTL.
+	CallTimeout time.Duration
 }
 
 // breakerSettings are the breaker.Config fields the tests vary.
@@ -201,6 +204,9 @@ func runReplica(raw string) int {
 	// The call timeout stays below the probe lease TTL: a probe outliving
 	// its lease would let another replica's probe take the slot.
 	callTimeout := min(1500*time.Millisecond, cfg.LeaseTTL*3/4)
+	if cfg.CallTimeout > 0 {
+		callTimeout = cfg.CallTimeout
+	}
 	sender, err := webhook.NewSender(webhook.Config{
 		URL: cfg.Partner, BodyFormat: webhook.FormatRaw, Timeout: callTimeout,
 		Header: http.Header{"X-Replica": {cfg.Replica}},
