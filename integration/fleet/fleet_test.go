@@ -229,11 +229,15 @@ func TestNATSNodeKilled(t *testing.T) {
 // replica within that call timeout. Here it is heldCallTimeout, under a
 // lease TTL of heldLeaseTTL, far above what seeing the lease and sending
 // the signal take on a loaded machine; the fleet's 1.5 s would make the
-// test a race against the replica's own timer.
+// test a race against the replica's own timer. Its KV calls get
+// heldOpTimeout: with the fleet's 500 ms a loaded machine's slow store
+// reads as an unreachable one, and a replica fallen back to its local
+// breaker probes without a lease, by design.
 func TestReplicaKilledHoldingProbe(t *testing.T) {
 	const (
-		heldLeaseTTL    = 10 * time.Second
-		heldCallTimeout = 8 * time.Second // < heldLeaseTTL
+		heldLeaseTTL    = 30 * time.Second
+		heldCallTimeout = 25 * time.Second // < heldLeaseTTL
+		heldOpTimeout   = 5 * time.Second
 	)
 	settings := fleetSettings
 	settings.MaxProbeWait = heldLeaseTTL // <= ProbeLeaseTTL, >= the call timeout
@@ -244,7 +248,7 @@ func TestReplicaKilledHoldingProbe(t *testing.T) {
 	for i := range 3 {
 		name := fmt.Sprintf("r%d", i)
 		reps[name] = e.startReplica(replicaConfig{Partner: p.srv.URL, Replica: name, Workers: 4, Shared: true, Breaker: settings,
-			LeaseTTL: heldLeaseTTL, CallTimeout: heldCallTimeout})
+			LeaseTTL: heldLeaseTTL, CallTimeout: heldCallTimeout, OpTimeout: heldOpTimeout})
 	}
 	published := e.publish(total, 150)
 	eventually(t, 30*time.Second, func() bool { return p.unique() >= 20 }, "healthy phase")

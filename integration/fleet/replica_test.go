@@ -50,6 +50,9 @@ type replicaConfig struct {
 	// CallTimeout bounds each partner call (a probe too); 0: 1.5 s, or
 	// 3/4 of LeaseTTL if less. Keep it below LeaseTTL.
 	CallTimeout time.Duration
+	// OpTimeout bounds each KV store call; 0: 500 ms. A call that times
+	// out counts toward falling back to the local breaker.
+	OpTimeout time.Duration
 }
 
 // breakerSettings are the breaker.Config fields the tests vary.
@@ -152,6 +155,10 @@ func runReplica(raw string) int {
 	var fleet *breaker.Fleet
 	var kvConn atomic.Pointer[nats.Conn]
 	sw := &switchStore{}
+	opTimeout := 500 * time.Millisecond
+	if cfg.OpTimeout > 0 {
+		opTimeout = cfg.OpTimeout
+	}
 	if cfg.Shared {
 		nc, s, err := kvStore(ctx, cfg.URLs, cfg.Bucket, cfg.Replica+"-kv")
 		if err != nil {
@@ -161,7 +168,7 @@ func runReplica(raw string) int {
 		sw.cur.Store(s)
 		fleet, err = breaker.JoinFleet(b, breaker.FleetConfig{
 			Store: sw, Replica: cfg.Replica, ProbeLeaseTTL: cfg.LeaseTTL,
-			OpTimeout: 500 * time.Millisecond, ResyncInterval: 250 * time.Millisecond, FallbackAfter: time.Second,
+			OpTimeout: opTimeout, ResyncInterval: 250 * time.Millisecond, FallbackAfter: time.Second,
 		})
 		if err != nil {
 			return fail("join", err)
