@@ -148,6 +148,8 @@ type consumerConfig struct {
 	// pkg/jetstream subscriber through package wmnats (wmnats_test.go),
 	// one router handler per unit of concurrency, instead of jsq.
 	WatermillNATS bool
+	// PublishTimeout bounds each diversion's publish; 0 = 2 s.
+	PublishTimeout time.Duration
 }
 
 // consumer is the floodgate side: router (source topic, guarded AS2
@@ -205,7 +207,11 @@ func startConsumer(ctx context.Context, cfg consumerConfig) (*consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.pub, err = jsq.NewPublisher(jsq.PublisherConfig{Conn: nc, PublishTimeout: 2 * time.Second})
+	publishTimeout := cfg.PublishTimeout
+	if publishTimeout == 0 {
+		publishTimeout = 2 * time.Second
+	}
+	c.pub, err = jsq.NewPublisher(jsq.PublisherConfig{Conn: nc, PublishTimeout: publishTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +221,7 @@ func startConsumer(ctx context.Context, cfg consumerConfig) (*consumer, error) {
 		Handler:         "deliver",
 		RetryTopic:      cfg.Topics.Retry,
 		DeadLetterTopic: cfg.Topics.Dead,
-		PublishTimeout:  2 * time.Second,
+		PublishTimeout:  publishTimeout,
 		Backoff:         retryqueue.ExponentialBackoff(200*time.Millisecond, 2*time.Second),
 		MaxAttempts:     1000,
 	}
@@ -448,9 +454,12 @@ func (p *producer) published() []string {
 	return append([]string(nil), p.ids...)
 }
 
-// backlog returns the retry backlog of c's drainer, -1 on error.
+// backlog returns the retry backlog of c's drainer, -1 on error. Its
+// deadline is a hang guard (natstest.ReadGuard), not a bound: a test that
+// reads the backlog once, after a poll, must not see -1 because the
+// machine is loaded.
 func backlog(c *consumer) int {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), natstest.ReadGuard)
 	defer cancel()
 	n, err := c.drainer.Backlog(ctx)
 	if err != nil {

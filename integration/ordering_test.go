@@ -35,11 +35,17 @@ func TestPerKeyOrderingThroughOutage(t *testing.T) {
 	pctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); prod.run(pctx, 50) }()
-	time.Sleep(time.Second)
+	// Phases end on counts, not after fixed times, so a loaded machine
+	// runs the same scenario, only slower: healthy (50 delivered), down
+	// (50 diverted: a backlog to drain), up (150 more published).
+	natstest.Eventually(t, time.Minute, func() bool { return c.events.delivered.Load() >= 50 }, "healthy phase: %d delivered",
+		natstest.Now(func() any { return c.events.delivered.Load() }))
 	p.down.Store(true)
-	time.Sleep(2 * time.Second)
+	natstest.Eventually(t, time.Minute, func() bool { return c.events.diverted.Load() >= 50 }, "outage: %d diverted",
+		natstest.Now(func() any { return c.events.diverted.Load() }))
 	p.down.Store(false)
-	time.Sleep(3 * time.Second)
+	upAt := len(prod.published())
+	natstest.Eventually(t, time.Minute, func() bool { return len(prod.published()) >= upAt+150 }, "live traffic after the outage")
 	stop()
 	<-done
 	ids := prod.published()

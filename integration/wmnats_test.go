@@ -20,10 +20,18 @@ import (
 // close mid-diversion, restart, a multi-valued header, the retry stream
 // away.
 
+// wmnatsPublishTimeout is the diversions' PublishTimeout in these tests:
+// a hang guard, not the harness's 2 s. On a loaded machine a diversion
+// publish that times out after the server stored it is nacked, redelivered
+// and diverted again: an extra copy in the retry stream that no restart
+// caused, which the bound of TestWatermillNATSCloseMidDiversion would
+// count.
+const wmnatsPublishTimeout = 5 * time.Second
+
 // wmnatsAckWait is the subscriber's AckWait. It must exceed 2 × the
 // longest handler call: the middleware's Timeout plus the diversion's
-// PublishTimeout (3 s + 2 s in this harness): 2 × 5 s < 12 s.
-const wmnatsAckWait = 12 * time.Second
+// PublishTimeout (3 s + 5 s in these tests): 2 × 8 s < 20 s.
+const wmnatsAckWait = 20 * time.Second
 
 // wmnatsDurable names the durable consumer on topic's stream.
 func wmnatsDurable(topic string) string { return "floodgate_wmnats_" + jsq.StreamName(topic) }
@@ -57,7 +65,7 @@ func wmnatsSetup(t *testing.T) (consumerConfig, *partner, jetstream.JetStream, c
 	if _, err := jsq.EnsureStream(ctx, js, tp.Source); err != nil { // as the publishing side would
 		t.Fatal(err)
 	}
-	return consumerConfig{NATSURL: url, PartnerURL: p.srv.URL, Topics: tp, WatermillNATS: true}, p, js, ctx
+	return consumerConfig{NATSURL: url, PartnerURL: p.srv.URL, Topics: tp, WatermillNATS: true, PublishTimeout: wmnatsPublishTimeout}, p, js, ctx
 }
 
 // retryCopies counts the messages of ids in the retry stream: unique ones
@@ -75,6 +83,19 @@ func retryCopies(t *testing.T, js jetstream.JetStream, stream string, ids []stri
 		}
 	}
 	return unique, extra
+}
+
+// allInRetryStream reports whether every message of ids is in the retry
+// stream. It reads the messages only once the stream holds at least as
+// many as ids: a poll reads a count (one request), not every stored
+// message (one request each), while the stream fills.
+func allInRetryStream(t *testing.T, js jetstream.JetStream, stream string, ids []string) bool {
+	t.Helper()
+	if natstest.StreamCount(t, js, stream) < uint64(len(ids)) {
+		return false
+	}
+	unique, _ := retryCopies(t, js, stream, ids)
+	return unique == len(ids)
 }
 
 // TestWatermillNATSOutageAndDrain: through wmnats, a partner outage
@@ -143,10 +164,8 @@ func TestWatermillNATSCloseMidDiversion(t *testing.T) {
 	}
 	defer c2.stop()
 	ids := prod.published()
-	natstest.Eventually(t, 2*time.Minute, func() bool {
-		unique, _ := retryCopies(t, js, cfg.Topics.Retry, ids)
-		return unique == len(ids)
-	}, "every message in the retry stream")
+	natstest.Eventually(t, 2*time.Minute, func() bool { return allInRetryStream(t, js, cfg.Topics.Retry, ids) },
+		"every message in the retry stream")
 	_, extra := retryCopies(t, js, cfg.Topics.Retry, ids)
 	bound := maxAckPending(t, c2) // 16: the harness runs 8 handlers
 	t.Logf("closed after %d of %d diversions; %d diverted twice (bound %d)", first, n, extra, bound)
@@ -270,9 +289,7 @@ func TestWatermillNATSRetryStreamAwayLosesNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := prod.published()
-	natstest.Eventually(t, time.Minute, func() bool {
-		unique, _ := retryCopies(t, js, cfg.Topics.Retry, ids)
-		return unique == len(ids)
-	}, "every message in the retry stream")
+	natstest.Eventually(t, time.Minute, func() bool { return allInRetryStream(t, js, cfg.Topics.Retry, ids) },
+		"every message in the retry stream")
 	t.Logf("%d nacks while the retry stream was away, %d messages, 0 lost", c.events.nacked.Load(), n)
 }

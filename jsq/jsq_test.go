@@ -420,7 +420,7 @@ func TestHierarchicalTopic(t *testing.T) {
 	}
 	sub := e.subscriber(t, jsq.SubscriberConfig{})
 	for i, topic := range topics {
-		ch, err := sub.Subscribe(ctx(t), topic)
+		ch, err := sub.Subscribe(t.Context(), topic) // lives as long as the test
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -36,7 +36,7 @@ func TestSharedConnection(t *testing.T) {
 		if err != nil {
 			t.Fatalf("config %d: %v", i, err)
 		}
-		ch, err := sub.Subscribe(ctx(t), e.topic)
+		ch, err := sub.Subscribe(t.Context(), e.topic) // lives as long as the test
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -29,7 +29,7 @@ func (e env) publishN(t *testing.T, n int) {
 func (e env) receiveAll(t *testing.T, consumer string) map[string]int {
 	t.Helper()
 	sub := e.subscriber(t, jsq.SubscriberConfig{ConsumerName: func(string) string { return consumer }})
-	ch, err := sub.Subscribe(ctx(t), e.topic)
+	ch, err := sub.Subscribe(t.Context(), e.topic) // lives as long as the test
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,9 +24,15 @@ type pipeline struct {
 	subCfg jsq.SubscriberConfig
 }
 
-func newPipeline(t *testing.T, url string, n int) *pipeline {
+// newPipeline stores n messages on a new source topic. Its queue's
+// PublishTimeout is publishTimeout, or 500 ms if 0: short, for tests that
+// stop the server or close the router mid-diversion.
+func newPipeline(t *testing.T, url string, n int, publishTimeout time.Duration) *pipeline {
 	t.Helper()
-	p := &pipeline{e: newEnv(t, url, func(c *retryqueue.Config) { c.PublishTimeout = 500 * time.Millisecond })}
+	if publishTimeout == 0 {
+		publishTimeout = 500 * time.Millisecond
+	}
+	p := &pipeline{e: newEnv(t, url, func(c *retryqueue.Config) { c.PublishTimeout = publishTimeout })}
 	p.source = natstest.Name(t, "src")
 	natstest.DeleteStreams(t, p.e.js, p.source)
 	if _, err := jsq.EnsureStream(testCtx(t), p.e.js, p.source); err != nil {
@@ -123,7 +129,7 @@ func (p *pipeline) waitComplete(t *testing.T, timeout time.Duration) {
 // twice), none is lost.
 func TestServerRestartMidDiversionLosesNothing(t *testing.T) {
 	srv := natstest.Server(t)
-	p := newPipeline(t, srv.ClientURL(), 300)
+	p := newPipeline(t, srv.ClientURL(), 300, 0)
 	var handled atomic.Int64
 	stopped := make(chan struct{})
 	p.run(t, func(*message.Message) {
@@ -148,7 +154,7 @@ func TestServerRestartMidDiversionLosesNothing(t *testing.T) {
 // after the close): the source message was not acked, so it is redelivered
 // to the next router and diverted again, a duplicate, not a loss.
 func TestRouterCloseMidDiversionLosesNothing(t *testing.T) {
-	p := newPipeline(t, natstest.URL(t), 60)
+	p := newPipeline(t, natstest.URL(t), 60, 0)
 	var handled atomic.Int64
 	closing := make(chan struct{})
 	var blocked atomic.Bool
@@ -178,9 +184,12 @@ func staticDelay(d time.Duration) func(uint64) time.Duration {
 // diversion never leaves the source message pending. (A pending one would
 // hold one of the 2 slots until AckWait, 30 s here, and come back as a
 // redelivery; the hang guard is well below the stall that 250 such pairs
-// would cause.)
+// would cause.) The diversion's PublishTimeout is a hang guard well below
+// AckWait: a publish that timed out on a loaded machine would fail its
+// diversion, and the nacked message would come back as a redelivery this
+// test does not mean.
 func TestLowMaxAckPendingDivertsQuickly(t *testing.T) {
-	p := newPipeline(t, natstest.URL(t), 500)
+	p := newPipeline(t, natstest.URL(t), 500, 10*time.Second)
 	p.subCfg.MaxAckPending = 2
 	p.subCfg.Concurrency = 2
 	p.subCfg.AckWait = 30 * time.Second

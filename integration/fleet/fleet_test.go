@@ -223,14 +223,32 @@ func TestNATSNodeKilled(t *testing.T) {
 // TestReplicaKilledHoldingProbe: the replica whose probe the partner holds
 // is killed with SIGKILL; its lease expires within its TTL and the fleet
 // recovers without it.
+//
+// The victim holds its lease only until its probe call times out (then it
+// releases the lease itself), so the test must see the lease and kill the
+// replica within that call timeout. Here it is heldCallTimeout, under a
+// lease TTL of heldLeaseTTL, far above what seeing the lease and sending
+// the signal take on a loaded machine; the fleet's 1.5 s would make the
+// test a race against the replica's own timer. Its KV calls get
+// heldOpTimeout: with the fleet's 500 ms a loaded machine's slow store
+// reads as an unreachable one, and a replica fallen back to its local
+// breaker probes without a lease, by design.
 func TestReplicaKilledHoldingProbe(t *testing.T) {
+	const (
+		heldLeaseTTL    = 30 * time.Second
+		heldCallTimeout = 25 * time.Second // < heldLeaseTTL
+		heldOpTimeout   = 5 * time.Second
+	)
+	settings := fleetSettings
+	settings.MaxProbeWait = heldLeaseTTL // <= ProbeLeaseTTL, >= the call timeout
 	e := newEnv(t)
 	p := newPartner(t)
 	const total = 200
 	reps := map[string]*replica{}
 	for i := range 3 {
 		name := fmt.Sprintf("r%d", i)
-		reps[name] = e.startReplica(replicaConfig{Partner: p.srv.URL, Replica: name, Workers: 4, Shared: true, Breaker: fleetSettings, LeaseTTL: leaseTTL})
+		reps[name] = e.startReplica(replicaConfig{Partner: p.srv.URL, Replica: name, Workers: 4, Shared: true, Breaker: settings,
+			LeaseTTL: heldLeaseTTL, CallTimeout: heldCallTimeout, OpTimeout: heldOpTimeout})
 	}
 	published := e.publish(total, 150)
 	eventually(t, 30*time.Second, func() bool { return p.unique() >= 20 }, "healthy phase")
@@ -254,16 +272,18 @@ func TestReplicaKilledHoldingProbe(t *testing.T) {
 		}
 		return false
 	}
-	if !held() {
-		t.Fatalf("replica %s holds a probe but no lease", victim)
-	}
+	// The lease was created before the probe was sent, but a read of the
+	// R3 bucket may be answered by a replica of its stream that has not
+	// applied the create yet: poll. The guard is below the call timeout,
+	// after which the victim releases the lease itself.
+	eventually(t, heldCallTimeout/2, held, "replica %s holds a probe but no lease", victim)
 	reps[victim].sigkill()
 	killed := time.Now()
 	// The lease expires by its TTL; how soon after the kill depends on the
 	// server's expiry tick and the machine's load, so the wait is a hang
 	// guard, not a bound (a lease that never expires fails it).
-	eventually(t, leaseTTL+30*time.Second, func() bool { return !held() }, "lease of killed replica %s not freed", victim)
-	t.Logf("replica %s killed holding a probe slot; slot free %v later (TTL %v)", victim, time.Since(killed), leaseTTL)
+	eventually(t, heldLeaseTTL+30*time.Second, func() bool { return !held() }, "lease of killed replica %s not freed", victim)
+	t.Logf("replica %s killed holding a probe slot; slot free %v later (TTL %v)", victim, time.Since(killed), heldLeaseTTL)
 	p.recover(0)
 	<-published
 	eventually(t, 120*time.Second, func() bool { return p.unique() == total }, "delivered %d of %d", natstest.Now(func() any { return p.unique() }), total)

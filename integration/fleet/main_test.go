@@ -92,10 +92,11 @@ func newEnv(t testing.TB) *env {
 	work.Retention = jetstream.WorkQueuePolicy
 	streams := []jetstream.StreamConfig{work, retryqueue.RetryStreamConfig(e.retry), retryqueue.DeadLetterStreamConfig(e.dead)}
 	// A cluster just started (or a node just back) may need a moment
-	// before it places R3 assets.
-	deadline := time.Now().Add(30 * time.Second)
+	// before it places R3 assets. Each attempt's deadline is a hang guard
+	// for four R3 creations on a loaded machine, not a bound.
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		for _, sc := range streams {
 			if err == nil {
 				sc.Replicas = 3
@@ -376,7 +377,7 @@ func (e *env) startReplica(rc replicaConfig) *replica {
 	case <-ready:
 	case <-r.exited:
 		t.Fatalf("replica %s exited before ready", rc.Replica)
-	case <-time.After(20 * time.Second):
+	case <-time.After(time.Minute): // a hang guard: a -race child process starting on a loaded machine
 		t.Fatalf("replica %s not ready", rc.Replica)
 	}
 	return r

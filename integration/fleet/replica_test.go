@@ -47,6 +47,12 @@ type replicaConfig struct {
 	Shared    bool    // join the fleet (false: an independent breaker)
 	Breaker   breakerSettings
 	LeaseTTL  time.Duration
+	// CallTimeout bounds each partner call (a probe too); 0: 1.5 s, or
+	// 3/4 of LeaseTTL if less. Keep it below LeaseTTL.
+	CallTimeout time.Duration
+	// OpTimeout bounds each KV store call; 0: 500 ms. A call that times
+	// out counts toward falling back to the local breaker.
+	OpTimeout time.Duration
 }
 
 // breakerSettings are the breaker.Config fields the tests vary.
@@ -149,6 +155,10 @@ func runReplica(raw string) int {
 	var fleet *breaker.Fleet
 	var kvConn atomic.Pointer[nats.Conn]
 	sw := &switchStore{}
+	opTimeout := 500 * time.Millisecond
+	if cfg.OpTimeout > 0 {
+		opTimeout = cfg.OpTimeout
+	}
 	if cfg.Shared {
 		nc, s, err := kvStore(ctx, cfg.URLs, cfg.Bucket, cfg.Replica+"-kv")
 		if err != nil {
@@ -158,7 +168,7 @@ func runReplica(raw string) int {
 		sw.cur.Store(s)
 		fleet, err = breaker.JoinFleet(b, breaker.FleetConfig{
 			Store: sw, Replica: cfg.Replica, ProbeLeaseTTL: cfg.LeaseTTL,
-			OpTimeout: 500 * time.Millisecond, ResyncInterval: 250 * time.Millisecond, FallbackAfter: time.Second,
+			OpTimeout: opTimeout, ResyncInterval: 250 * time.Millisecond, FallbackAfter: time.Second,
 		})
 		if err != nil {
 			return fail("join", err)
@@ -201,6 +211,9 @@ func runReplica(raw string) int {
 	// The call timeout stays below the probe lease TTL: a probe outliving
 	// its lease would let another replica's probe take the slot.
 	callTimeout := min(1500*time.Millisecond, cfg.LeaseTTL*3/4)
+	if cfg.CallTimeout > 0 {
+		callTimeout = cfg.CallTimeout
+	}
 	sender, err := webhook.NewSender(webhook.Config{
 		URL: cfg.Partner, BodyFormat: webhook.FormatRaw, Timeout: callTimeout,
 		Header: http.Header{"X-Replica": {cfg.Replica}},

@@ -151,27 +151,28 @@ func DeleteStreams(t testing.TB, js jetstream.JetStream, names ...string) {
 	})
 }
 
+// ReadGuard is the hang guard of each JetStream request [StreamMsgs] and
+// [StreamCount] make: far above any healthy round trip on a loaded machine
+// (CI runs the suite under -race on 2 shared cores), so reaching it means a
+// request hung, never that the machine was slow.
+const ReadGuard = time.Minute
+
 // StreamMsgs reads every message stored in stream, in order, with direct
 // gets (a work-queue stream admits no second consumer), decoded as the
-// floodgate publishers encode them. It fails the test on any error.
+// floodgate publishers encode them. It fails the test on any error. Each
+// request has its own [ReadGuard]: a stream of thousands of messages takes
+// as many round trips, and no deadline spans them all.
 func StreamMsgs(t testing.TB, js jetstream.JetStream, stream string) []*message.Message {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	s, err := js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatalf("natstest: stream %s: %v", stream, err)
-	}
-	info, err := s.Info(ctx)
-	if err != nil {
-		t.Fatalf("natstest: stream %s info: %v", stream, err)
-	}
+	s, info := streamInfo(t, js, stream)
 	var out []*message.Message
 	if info.State.Msgs == 0 {
 		return nil
 	}
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq; seq++ {
+		ctx, cancel := context.WithTimeout(context.Background(), ReadGuard)
 		raw, err := s.GetMsg(ctx, seq)
+		cancel()
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
 		}
@@ -187,6 +188,32 @@ func StreamMsgs(t testing.TB, js jetstream.JetStream, stream string) []*message.
 		out = append(out, m)
 	}
 	return out
+}
+
+// StreamCount returns how many messages stream stores: one request, so a
+// poll can wait for a count before reading the messages with [StreamMsgs].
+// It fails the test on any error.
+func StreamCount(t testing.TB, js jetstream.JetStream, stream string) uint64 {
+	t.Helper()
+	_, info := streamInfo(t, js, stream)
+	return info.State.Msgs
+}
+
+// streamInfo looks stream up and reads its info, each request with its own
+// [ReadGuard]; it fails the test on any error.
+func streamInfo(t testing.TB, js jetstream.JetStream, stream string) (jetstream.Stream, *jetstream.StreamInfo) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), ReadGuard)
+	defer cancel()
+	s, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatalf("natstest: stream %s: %v", stream, err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatalf("natstest: stream %s info: %v", stream, err)
+	}
+	return s, info
 }
 
 // WireSize returns the size m counts against the server's max_payload: its
