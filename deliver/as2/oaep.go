@@ -80,6 +80,27 @@ func encryptEntityOAEP(content []byte, cert *x509.Certificate, a encryptAlg, p o
 // envelopeOAEP encrypts content with a's cipher in CBC mode under a random
 // key, and transports the key to cert's RSA key with OAEP.
 func envelopeOAEP(content []byte, cert *x509.Certificate, a encryptAlg, p oaepParams) ([]byte, error) {
+	return envelopeCBC(content, cert, a, func(pub *rsa.PublicKey, key []byte) ([]byte, pkix.AlgorithmIdentifier, error) {
+		enc, err := rsa.EncryptOAEP(p.hash.New(), rand.Reader, pub, key, nil)
+		return enc, pkix.AlgorithmIdentifier{Algorithm: pkcs7.OIDEncryptionAlgorithmRSAESOAEP, Parameters: p.params}, err
+	})
+}
+
+// keyWrap encrypts a content-encryption key to pub and names how (the
+// RecipientInfo's keyEncryptionAlgorithm).
+type keyWrap func(pub *rsa.PublicKey, key []byte) ([]byte, pkix.AlgorithmIdentifier, error)
+
+// wrapPKCS1v15 is RSA key transport with PKCS #1 v1.5 (RFC 3370 §4.2.1).
+func wrapPKCS1v15(pub *rsa.PublicKey, key []byte) ([]byte, pkix.AlgorithmIdentifier, error) {
+	enc, err := rsa.EncryptPKCS1v15(rand.Reader, pub, key)
+	return enc, pkix.AlgorithmIdentifier{Algorithm: pkcs7.OIDEncryptionAlgorithmRSA, Parameters: asn1.NullRawValue}, err
+}
+
+// envelopeCBC builds a CMS EnvelopedData (RFC 5652 §6): content encrypted
+// with a's cipher in CBC mode under a random key (AES-256, AES-128 or
+// DES-EDE3, RFC 3370 §5.1 / RFC 3565), the key sent to cert's RSA key by
+// wrap.
+func envelopeCBC(content []byte, cert *x509.Certificate, a encryptAlg, wrap keyWrap) ([]byte, error) {
 	pub, ok := cert.PublicKey.(*rsa.PublicKey)
 	if !ok {
 		return nil, ErrKeyType
@@ -115,7 +136,7 @@ func envelopeOAEP(content []byte, cert *x509.Certificate, a encryptAlg, p oaepPa
 	plain = append(plain, bytes.Repeat([]byte{byte(padLen)}, padLen)...)
 	ciphertext := make([]byte, len(plain))
 	cipher.NewCBCEncrypter(block, iv).CryptBlocks(ciphertext, plain)
-	encKey, err := rsa.EncryptOAEP(p.hash.New(), rand.Reader, pub, key, nil)
+	encKey, keyAlg, err := wrap(pub, key)
 	if err != nil {
 		return nil, err
 	}
@@ -126,13 +147,10 @@ func envelopeOAEP(content []byte, cert *x509.Certificate, a encryptAlg, p oaepPa
 	env := cmsEnvelopedData{
 		Version: 0,
 		RecipientInfos: []cmsKeyTransRecipient{{
-			Version:               0,
-			IssuerAndSerialNumber: cmsIssuerAndSerial{Issuer: asn1.RawValue{FullBytes: cert.RawIssuer}, SerialNumber: cert.SerialNumber},
-			KeyEncryptionAlgorithm: pkix.AlgorithmIdentifier{
-				Algorithm:  pkcs7.OIDEncryptionAlgorithmRSAESOAEP,
-				Parameters: p.params,
-			},
-			EncryptedKey: encKey,
+			Version:                0,
+			IssuerAndSerialNumber:  cmsIssuerAndSerial{Issuer: asn1.RawValue{FullBytes: cert.RawIssuer}, SerialNumber: cert.SerialNumber},
+			KeyEncryptionAlgorithm: keyAlg,
+			EncryptedKey:           encKey,
 		}},
 		EncryptedContentInfo: cmsEncryptedContentInfo{
 			ContentType: pkcs7.OIDData,

@@ -3,10 +3,6 @@ package as2
 import (
 	"bytes"
 	"crypto"
-	"crypto/cipher"
-	"crypto/des"
-	"crypto/rand"
-	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
@@ -114,7 +110,7 @@ func encryptEntity(content []byte, cert *x509.Certificate, a encryptAlg) (entity
 	var der []byte
 	var err error
 	if a.pkcs7 < 0 {
-		der, err = envelope3DES(content, cert)
+		der, err = envelopeCBC(content, cert, a, wrapPKCS1v15)
 	} else {
 		der, err = envelopePKCS7(content, cert, a.pkcs7)
 	}
@@ -174,69 +170,6 @@ type (
 		EncryptedContent           []byte `asn1:"tag:0,optional"`
 	}
 )
-
-// envelope3DES encrypts content with DES-EDE3-CBC (RFC 3370 §5.1) and
-// transports the key to cert with RSA PKCS #1 v1.5.
-func envelope3DES(content []byte, cert *x509.Certificate) ([]byte, error) {
-	pub, ok := cert.PublicKey.(*rsa.PublicKey)
-	if !ok {
-		return nil, ErrKeyType
-	}
-	key := make([]byte, 24)
-	iv := make([]byte, des.BlockSize)
-	if _, err := rand.Read(key); err != nil {
-		return nil, err
-	}
-	if _, err := rand.Read(iv); err != nil {
-		return nil, err
-	}
-	block, err := des.NewTripleDESCipher(key)
-	if err != nil {
-		return nil, err
-	}
-	padLen := des.BlockSize - len(content)%des.BlockSize
-	plain := make([]byte, len(content), len(content)+padLen)
-	copy(plain, content)
-	plain = append(plain, bytes.Repeat([]byte{byte(padLen)}, padLen)...)
-	ciphertext := make([]byte, len(plain))
-	cipher.NewCBCEncrypter(block, iv).CryptBlocks(ciphertext, plain)
-	encKey, err := rsa.EncryptPKCS1v15(rand.Reader, pub, key)
-	if err != nil {
-		return nil, err
-	}
-	ivParam, err := asn1.Marshal(iv)
-	if err != nil {
-		return nil, err
-	}
-	env := cmsEnvelopedData{
-		Version: 0,
-		RecipientInfos: []cmsKeyTransRecipient{{
-			Version:               0,
-			IssuerAndSerialNumber: cmsIssuerAndSerial{Issuer: asn1.RawValue{FullBytes: cert.RawIssuer}, SerialNumber: cert.SerialNumber},
-			KeyEncryptionAlgorithm: pkix.AlgorithmIdentifier{
-				Algorithm:  pkcs7.OIDEncryptionAlgorithmRSA,
-				Parameters: asn1.NullRawValue,
-			},
-			EncryptedKey: encKey,
-		}},
-		EncryptedContentInfo: cmsEncryptedContentInfo{
-			ContentType: pkcs7.OIDData,
-			ContentEncryptionAlgorithm: pkix.AlgorithmIdentifier{
-				Algorithm:  pkcs7.OIDEncryptionAlgorithmDESEDE3CBC,
-				Parameters: asn1.RawValue{FullBytes: ivParam},
-			},
-			EncryptedContent: ciphertext,
-		},
-	}
-	inner, err := asn1.Marshal(env)
-	if err != nil {
-		return nil, err
-	}
-	return asn1.Marshal(cmsContentInfo{
-		ContentType: pkcs7.OIDEnvelopedData,
-		Content:     asn1.RawValue{Class: asn1.ClassContextSpecific, Tag: 0, IsCompound: true, Bytes: inner},
-	})
-}
 
 // VerifySigned verifies a multipart/signed entity (RFC 1847, RFC 5751
 // §3.5.3) given its Content-Type header value and body, and returns the
