@@ -51,10 +51,14 @@ func openMessage(contentType string, body []byte, opts OpenOptions) (*Opened, er
 		return nil, fmt.Errorf("%w: Content-Type %q: %v", ErrMalformedMIME, contentType, err)
 	}
 	for layer := 0; ; layer++ {
-		if layer > maxLayers {
-			return nil, fmt.Errorf("%w: more than %d S/MIME layers", ErrMalformedMIME, maxLayers)
-		}
 		var inner []byte
+		switch mediaType {
+		case mediaPKCS7MIME, "application/x-pkcs7-mime", mediaSigned:
+			// Refused before opening it: layers 0..maxLayers-1 are opened.
+			if layer >= maxLayers {
+				return nil, fmt.Errorf("%w: more than %d S/MIME layers", ErrMalformedMIME, maxLayers)
+			}
+		}
 		switch mediaType {
 		case mediaPKCS7MIME, "application/x-pkcs7-mime":
 			smimeType := strings.ToLower(params["smime-type"])
