@@ -793,9 +793,11 @@ func (f *Fleet) merge(r SharedState, ev Transition) (next SharedState, ok bool) 
 	switch ev.To {
 	case StateOpen:
 		if forcedOpenReason(ev.Reason) {
-			if r.State == StateOpen && r.Forced {
+			if r.State == StateOpen && r.Forced && r.Reason == ev.Reason {
 				return r, false
 			}
+			// Not forced yet, or forced for another reason: the latest
+			// reason is the one status shows.
 			next.State, next.Forced, next.OpenUntil, next.Window = StateOpen, true, time.Time{}, 0
 			return next, true
 		}

@@ -59,3 +59,21 @@ func TestFleetForceOpenReasonReachesEveryReplica(t *testing.T) {
 		wantAll(t, tf, breaker.StateClosed)
 	}
 }
+
+// A second ForceOpenReason on a breaker already forced open replaces the
+// reason in the shared state (what "floodgate status" shows); repeating
+// the same reason writes nothing.
+func TestFleetForceOpenReasonUpdatesReason(t *testing.T) {
+	tf := newTestFleet(t, 2, nil)
+	tf.bs[0].ForceOpenReason("parked: certificate expired")
+	tf.bs[1].ForceOpenReason("parked: partner asked for a pause")
+	sh := tf.shared(t)
+	if sh.State != breaker.StateOpen || !sh.Forced || sh.Reason != "forced open: parked: partner asked for a pause" {
+		t.Fatalf("shared %+v, want forced open with the second reason", sh)
+	}
+	tf.bs[0].ForceOpenReason("parked: partner asked for a pause")
+	if again := tf.shared(t); again.Epoch != sh.Epoch {
+		t.Fatalf("the same reason again wrote epoch %d over %d, want no write", again.Epoch, sh.Epoch)
+	}
+	wantAll(t, tf, breaker.StateOpen)
+}

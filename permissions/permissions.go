@@ -76,15 +76,19 @@ type Config struct {
 	Service string
 	// RetryTopic, DeadLetterTopic and PayloadBucket are the service's
 	// retryqueue.Config fields. For RoleService they must be the service's
-	// own (not shared with another service).
+	// own (not shared with another service): [Generate] refuses
+	// retryqueue.DefaultRetryTopic, retryqueue.DefaultDeadLetterTopic and
+	// the default payload bucket "floodgate_dead_payloads".
 	// Optional. Default the retryqueue defaults.
 	RetryTopic, DeadLetterTopic, PayloadBucket string
-	// FleetBucket is the service's natskv.Config.Bucket, the service's own.
+	// FleetBucket is the service's natskv.Config.Bucket, the service's own;
+	// for RoleService, natskv.DefaultBucket is refused.
 	// Optional. Default "": no fleet breakers.
 	FleetBucket string
 	// ReceiptBucket is the service's asyncmdn.StoreConfig.Bucket, the KV
 	// bucket of its pending asynchronous AS2 receipts
-	// ([asyncmdn.ServiceAccess]), the service's own.
+	// ([asyncmdn.ServiceAccess]), the service's own; for RoleService,
+	// asyncmdn.DefaultBucket is refused.
 	// Optional. Default "": no asynchronous MDNs.
 	ReceiptBucket string
 	// Sources are the topics the service consumes with a jsq.Subscriber,
@@ -171,8 +175,19 @@ func Generate(cfg Config) (Set, error) {
 		if cfg.Service == "" {
 			return Set{}, fmt.Errorf("%w: Service is required for role %q", ErrInvalidConfig, cfg.Role)
 		}
-		if cfg.RetryTopic == "" || cfg.DeadLetterTopic == "" || cfg.RetryTopic == retryqueue.DefaultRetryTopic {
-			return Set{}, fmt.Errorf("%w: RetryTopic and DeadLetterTopic must be the service's own streams (isolation is per stream), not empty or the shared default", ErrInvalidConfig)
+		if cfg.RetryTopic == "" || cfg.DeadLetterTopic == "" {
+			return Set{}, fmt.Errorf("%w: RetryTopic and DeadLetterTopic must be the service's own streams (isolation is per stream), not empty", ErrInvalidConfig)
+		}
+		for _, f := range []struct{ field, v, shared string }{
+			{"RetryTopic", cfg.RetryTopic, retryqueue.DefaultRetryTopic},
+			{"DeadLetterTopic", cfg.DeadLetterTopic, retryqueue.DefaultDeadLetterTopic},
+			{"PayloadBucket", cfg.PayloadBucket, defaultPayloadBucket},
+			{"FleetBucket", cfg.FleetBucket, natskv.DefaultBucket},
+			{"ReceiptBucket", cfg.ReceiptBucket, asyncmdn.DefaultBucket},
+		} {
+			if f.v == f.shared {
+				return Set{}, fmt.Errorf("%w: %s %q is the shared default; a service's grant must name its own (isolation is per stream and bucket)", ErrInvalidConfig, f.field, f.v)
+			}
 		}
 		s.Publish.Allow = retryqueue.ServiceAccess(rq)
 		if cfg.FleetBucket != "" {
@@ -201,6 +216,10 @@ func Generate(cfg Config) (Set, error) {
 	s.Publish.Allow = slices.Compact(s.Publish.Allow)
 	return s, nil
 }
+
+// defaultPayloadBucket is retryqueue's PayloadBucket when both it and
+// DeadLetterTopic are left to their defaults.
+const defaultPayloadBucket = retryqueue.DefaultDeadLetterTopic + "_payloads"
 
 // JSON returns s as indented JSON.
 func (s Set) JSON() []byte {

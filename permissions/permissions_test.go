@@ -2,12 +2,16 @@ package permissions_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/conf"
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/floodgate-go/floodgate/breaker/natskv"
+	"github.com/floodgate-go/floodgate/deliver/as2/asyncmdn"
 	"github.com/floodgate-go/floodgate/permissions"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
@@ -114,6 +118,34 @@ func TestOperatorRoles(t *testing.T) {
 	}
 	if !slices.Equal(r.Subscribe.Allow, []string{"_INBOX.>"}) {
 		t.Errorf("ro subscribe %q", r.Subscribe.Allow)
+	}
+}
+
+// A service role naming a shared default stream or bucket is refused, the
+// error naming the field.
+func TestGenerateRefusesSharedDefaults(t *testing.T) {
+	for field, c := range map[string]permissions.Config{
+		"RetryTopic":      {RetryTopic: retryqueue.DefaultRetryTopic},
+		"DeadLetterTopic": {DeadLetterTopic: retryqueue.DefaultDeadLetterTopic},
+		"PayloadBucket":   {PayloadBucket: retryqueue.DefaultDeadLetterTopic + "_payloads"},
+		"FleetBucket":     {FleetBucket: natskv.DefaultBucket},
+		"ReceiptBucket":   {ReceiptBucket: asyncmdn.DefaultBucket},
+	} {
+		c.Role, c.Service = permissions.RoleService, "s"
+		if c.RetryTopic == "" {
+			c.RetryTopic = "retry_s"
+		}
+		if c.DeadLetterTopic == "" {
+			c.DeadLetterTopic = "dead_s"
+		}
+		_, err := permissions.Generate(c)
+		if !errors.Is(err, permissions.ErrInvalidConfig) || !strings.Contains(fmt.Sprint(err), field) {
+			t.Errorf("%s: error %v, want ErrInvalidConfig naming %s", field, err, field)
+		}
+	}
+	ok := permissions.Config{Role: permissions.RoleService, Service: "s", RetryTopic: "retry_s", DeadLetterTopic: "dead_s", PayloadBucket: "pay_s", FleetBucket: "brk_s", ReceiptBucket: "mdn_s"}
+	if _, err := permissions.Generate(ok); err != nil {
+		t.Errorf("own streams and buckets: %v", err)
 	}
 }
 

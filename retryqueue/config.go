@@ -171,12 +171,16 @@ type payloadJetStream interface {
 // is empty.
 const DefaultRetryTopic = "floodgate_retry"
 
+// DefaultDeadLetterTopic is the dead-letter stream's name when
+// [Config.DeadLetterTopic] is empty.
+const DefaultDeadLetterTopic = "floodgate_dead"
+
 func (c *Config) setDefaults() {
 	if c.RetryTopic == "" {
 		c.RetryTopic = DefaultRetryTopic
 	}
 	if c.DeadLetterTopic == "" {
-		c.DeadLetterTopic = "floodgate_dead"
+		c.DeadLetterTopic = DefaultDeadLetterTopic
 	}
 	if c.PublishTimeout == 0 {
 		c.PublishTimeout = 5 * time.Second

@@ -415,9 +415,13 @@ func (p *PartnerDrainer) runPart(ctx context.Context, e *drainPart) {
 		delete(p.parts, e.rt.partnerToken)
 		kept := p.unkeepLocked(e)
 		p.mu.Unlock()
-		if kept && err == nil {
+		if kept && !errors.Is(err, ErrRouteConflict) && !errors.Is(err, jsq.ErrConfigMismatch) {
 			// Run ended with the consumer kept for the next turn: delete
-			// it (the work-queue stream keeps every unacked message).
+			// it (the work-queue stream keeps every unacked message),
+			// whatever Run returned, with a context that outlives ctx.
+			// Not after a refusal: Run refuses only when its consumer is
+			// gone and the name is held by one that is not this route's
+			// (or another overlaps it), which is not ours to delete.
 			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.Queue.cfg.PublishTimeout)
 			_ = p.cfg.JetStream.DeleteConsumer(dctx, p.stream, e.d.Consumer())
 			cancel()

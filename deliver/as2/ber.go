@@ -133,16 +133,22 @@ func berNode(b []byte, depth int) (berValue, []byte, error) {
 }
 
 // berLength reads a definite length: its value and how many bytes it took.
+// b is the rest of the input from the length's first byte; a length past
+// its end is an error.
 func berLength(b []byte) (n, size int, err error) {
 	if b[0] < 0x80 {
 		return int(b[0]), 1, nil
 	}
 	k := int(b[0] & 0x7f)
-	if k == 0 || k > 4 || len(b) < 1+k {
+	// A 4-byte length from 0x80000000 would overflow a 32-bit int.
+	if k == 0 || k > 4 || len(b) < 1+k || (k == 4 && b[1] >= 0x80) {
 		return 0, 0, fmt.Errorf("%w: length", errBER)
 	}
 	for _, c := range b[1 : 1+k] {
 		n = n<<8 | int(c)
+	}
+	if n > len(b)-(1+k) {
+		return 0, 0, fmt.Errorf("%w: length %d beyond the data", errBER, n)
 	}
 	return n, 1 + k, nil
 }

@@ -412,6 +412,7 @@ func TestOpenOpaqueSigned(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	sd.SetDigestAlgorithm(pkcs7.OIDDigestAlgorithmSHA256) // the MIC's digest (pkcs7's default is SHA-1)
 	if err := sd.AddSigner(pki.Sender.Cert, pki.Sender.Key, pkcs7.SignerInfoConfig{}); err != nil {
 		t.Fatal(err)
 	}
@@ -426,5 +427,35 @@ func TestOpenOpaqueSigned(t *testing.T) {
 	}
 	if _, err := as2.OpenMessage(ct, der, as2.OpenOptions{SignerCert: other.Cert}); !errors.Is(err, as2.ErrSignature) {
 		t.Fatalf("OpenMessage with another signer's certificate = %v, want ErrSignature", err)
+	}
+}
+
+// TestOpenOpaqueSignedMICInSignerDigest: with no OpenOptions.MICAlgorithm,
+// the MIC of an opaque signed message is in the digest the signer used
+// (RFC 4130 §7.3.1), as for multipart/signed; a MICAlgorithm overrides it.
+func TestOpenOpaqueSignedMICInSignerDigest(t *testing.T) {
+	pki := testPKI(t)
+	body := payload(t)
+	entity := append([]byte("Content-Type: application/EDI-X12\r\nContent-Transfer-Encoding: binary\r\n\r\n"), body...)
+	sd, err := pkcs7.NewSignedData(entity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sd.SetDigestAlgorithm(pkcs7.OIDDigestAlgorithmSHA384)
+	if err := sd.AddSigner(pki.Sender.Cert, pki.Sender.Key, pkcs7.SignerInfoConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	der, err := sd.Finish()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ct = `application/pkcs7-mime; smime-type=signed-data; name="smime.p7m"`
+	o, err := as2.OpenMessage(ct, der, as2.OpenOptions{SignerCert: pki.Sender.Cert})
+	if err != nil || o.MIC != entityMIC("sha-384", body) {
+		t.Fatalf("OpenMessage = %+v, %v; want the MIC in sha-384", o, err)
+	}
+	o, err = as2.OpenMessage(ct, der, as2.OpenOptions{SignerCert: pki.Sender.Cert, MICAlgorithm: "sha-256"})
+	if err != nil || o.MIC != entityMIC("sha-256", body) {
+		t.Fatalf("OpenMessage with MICAlgorithm sha-256 = %+v, %v; want the MIC in sha-256", o, err)
 	}
 }

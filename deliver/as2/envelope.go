@@ -51,10 +51,14 @@ func openMessage(contentType string, body []byte, opts OpenOptions) (*Opened, er
 		return nil, fmt.Errorf("%w: Content-Type %q: %v", ErrMalformedMIME, contentType, err)
 	}
 	for layer := 0; ; layer++ {
-		if layer > maxLayers {
-			return nil, fmt.Errorf("%w: more than %d S/MIME layers", ErrMalformedMIME, maxLayers)
-		}
 		var inner []byte
+		switch mediaType {
+		case mediaPKCS7MIME, "application/x-pkcs7-mime", mediaSigned:
+			// Refused before opening it: layers 0..maxLayers-1 are opened.
+			if layer >= maxLayers {
+				return nil, fmt.Errorf("%w: more than %d S/MIME layers", ErrMalformedMIME, maxLayers)
+			}
+		}
 		switch mediaType {
 		case mediaPKCS7MIME, "application/x-pkcs7-mime":
 			smimeType := strings.ToLower(params["smime-type"])
@@ -64,8 +68,14 @@ func openMessage(contentType string, body []byte, opts OpenOptions) (*Opened, er
 				o.Compressed = true
 			case smimeType == "signed-data":
 				var signer *x509.Certificate
-				if inner, signer, err = verifyOpaque(body, opts.SignerCert); err == nil && !o.Signed {
+				var digest string
+				if inner, signer, digest, err = verifyOpaque(body, opts.SignerCert); err == nil && !o.Signed {
 					o.Signed, o.Signer, micContent = true, signer, inner
+					if opts.MICAlgorithm == "" && digest != "" {
+						// RFC 4130 §7.3.1: the MIC of a signed message is
+						// in the digest it was signed with.
+						micAlg = digest
+					}
 				}
 			default:
 				inner, err = Decrypt(body, opts.Cert, opts.Key)
@@ -147,22 +157,31 @@ func parseInner(content []byte) (textproto.MIMEHeader, []byte, error) {
 // verifyOpaque verifies an opaque CMS SignedData (the body of an
 // application/pkcs7-mime; smime-type=signed-data entity, DER, BER or
 // base64) and returns the content it encapsulates and the signer, pinned to
-// cert when cert is non-nil. The error wraps [ErrSignature].
-func verifyOpaque(body []byte, cert *x509.Certificate) ([]byte, *x509.Certificate, error) {
+// cert when cert is non-nil, and the micalg of the first signer's digest
+// algorithm ("" when it is not one of signAlgs). The error wraps
+// [ErrSignature].
+func verifyOpaque(body []byte, cert *x509.Certificate) (content []byte, signer *x509.Certificate, micalg string, err error) {
 	der, err := derOrBase64(body)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: body is neither DER nor base64 DER", ErrSignature)
+		return nil, nil, "", fmt.Errorf("%w: body is neither DER nor base64 DER", ErrSignature)
 	}
 	p7, err := pkcs7.Parse(der)
 	if err != nil {
-		return nil, nil, fmt.Errorf("%w: %v", ErrSignature, err)
+		return nil, nil, "", fmt.Errorf("%w: %v", ErrSignature, err)
 	}
 	if len(p7.Content) == 0 {
-		return nil, nil, fmt.Errorf("%w: signed-data without content (detached)", ErrSignature)
+		return nil, nil, "", fmt.Errorf("%w: signed-data without content (detached)", ErrSignature)
 	}
-	signer, err := verifyDetached(p7.Content, der, cert)
-	if err != nil {
-		return nil, nil, err
+	if signer, err = verifyDetached(p7.Content, der, cert); err != nil {
+		return nil, nil, "", err
 	}
-	return p7.Content, signer, nil
+	if len(p7.Signers) > 0 {
+		for _, a := range signAlgs {
+			if a.oid.Equal(p7.Signers[0].DigestAlgorithm.Algorithm) {
+				micalg = a.micalg
+				break
+			}
+		}
+	}
+	return p7.Content, signer, micalg, nil
 }

@@ -99,21 +99,33 @@ func (c AsyncConfig) allowed(raw string) bool {
 	if err != nil || u.User != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return false
 	}
+	if encodedTraversal(u.RawPath) || encodedTraversal(u.EscapedPath()) || strings.Contains(u.Path, "\\") {
+		return false
+	}
 	for _, a := range c.AllowURLs {
 		au, err := url.Parse(a)
 		if err != nil {
 			continue
 		}
 		host := strings.EqualFold(au.Host, u.Host) || (au.Port() == "" && strings.EqualFold(au.Hostname(), u.Hostname()))
-		if strings.EqualFold(au.Scheme, u.Scheme) && host && underPath(u.EscapedPath(), au.EscapedPath()) {
+		if strings.EqualFold(au.Scheme, u.Scheme) && host && underPath(u.Path, au.Path) {
 			return true
 		}
 	}
 	return false
 }
 
-// underPath reports whether the request path p is the allowed path prefix
-// or below it, segment-wise, after removing dot segments ("/mdn/../admin"
+// encodedTraversal reports whether the escaped path p hides a dot, a slash
+// or a backslash behind percent-encoding ("%2e", "%2f", "%5c", any case)
+// or holds a backslash: servers differ in decoding these before removing
+// dot segments, so "/mdn/..%2fadmin" may reach "/admin".
+func encodedTraversal(p string) bool {
+	l := strings.ToLower(p)
+	return strings.Contains(l, "%2e") || strings.Contains(l, "%2f") || strings.Contains(l, "%5c") || strings.Contains(l, "\\")
+}
+
+// underPath reports whether the decoded request path p is the decoded
+// allowed path prefix or below it, segment-wise, after removing dot segments ("/mdn/../admin"
 // is not under "/mdn", nor is "/mdnx").
 func underPath(p, prefix string) bool {
 	prefix = strings.TrimSuffix(prefix, "/")
