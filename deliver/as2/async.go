@@ -2,6 +2,7 @@ package as2
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/floodgate-go/floodgate/deliver"
+	"github.com/floodgate-go/floodgate/internal/redact"
 )
 
 // MDNAsync asks for an asynchronous MDN (RFC 4130 §7.3): the request
@@ -73,8 +75,14 @@ type ReceiptStore interface {
 	// MaxPayload returns the largest payload, in bytes, a record can carry.
 	// Send refuses a larger one before sending it ([ErrPendingTooLarge]).
 	MaxPayload() int
+	// MaxRecordSize returns the largest record, in bytes, the store keeps:
+	// a PendingReceipt's JSON encoding, ClaimedUntil set. Send refuses,
+	// before sending anything, a message whose record (payload and
+	// metadata, both untrusted) would be larger ([ErrPendingTooLarge]).
+	MaxRecordSize() int
 	// PutPending stores p durably and returns nil only once it is stored
-	// (for JetStream: acknowledged by the server). Storing a record for a
+	// (for JetStream: acknowledged by the server); an error wrapping
+	// [ErrPendingTooLarge] for a record larger than MaxRecordSize. Storing a record for a
 	// Message-ID already stored replaces it (a resend of the same message).
 	PutPending(ctx context.Context, p *PendingReceipt) error
 }
@@ -91,8 +99,11 @@ var (
 	// it twice, the price of never losing the receipt's record).
 	ErrPendingStore = errors.New("as2: pending receipt not stored")
 	// ErrPendingTooLarge: under [MDNAsync] the payload is larger than the
-	// receipt store's MaxPayload, so its record could not carry it. Send
-	// returns it in a permanent [*deliver.Error] before sending anything.
+	// receipt store's MaxPayload, or the whole record (payload, metadata)
+	// larger than its MaxRecordSize, so it could not be stored. Send
+	// returns it in a permanent [*deliver.Error] before sending anything
+	// (and, should the store still refuse the record after the partner's
+	// 2xx, permanent too: sending it again could never store it).
 	ErrPendingTooLarge = errors.New("as2: payload too large for a pending receipt")
 	// ErrUnknownReceipt: an asynchronous MDN answers no pending receipt
 	// (unknown Original-Message-ID, or already resolved).
@@ -125,7 +136,7 @@ func (c Config) validateAsync() error {
 	}
 	u, err := url.Parse(c.AsyncMDNURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || !printableASCII(c.AsyncMDNURL) || strings.ContainsAny(c.AsyncMDNURL, " ,") {
-		return fmt.Errorf("Config.AsyncMDNURL %q: %w (required with MDNMode %q)", c.AsyncMDNURL, ErrURL, MDNAsync)
+		return fmt.Errorf("Config.AsyncMDNURL %q: %w (required with MDNMode %q)", redact.HTTPURL(c.AsyncMDNURL), ErrURL, MDNAsync)
 	}
 	if c.Receipts == nil {
 		return fmt.Errorf("Config.Receipts: %w: MDNMode %q needs a store for pending receipts", ErrMDNMode, MDNAsync)
@@ -133,12 +144,15 @@ func (c Config) validateAsync() error {
 	if c.AsyncMDNTimeout < 0 {
 		return fmt.Errorf("Config.AsyncMDNTimeout %v: %w", c.AsyncMDNTimeout, ErrNegative)
 	}
+	if !c.signedMDN() && !c.AllowUnsignedAsyncMDN {
+		return fmt.Errorf("Config.MDNCert, Config.TrustRoots, Config.AllowUnsignedAsyncMDN with MDNMode %q: %w: unsigned, anyone who can reach the receipt endpoint could resolve a receipt", MDNAsync, ErrUnsignedAsyncMDN)
+	}
 	return nil
 }
 
-// recordPending stores the pending receipt of out, sent with payload,
-// after the partner answered 2xx. It returns nil only once it is stored.
-func (s *Sender) recordPending(ctx context.Context, id string, payload []byte, out *Outbound, status int, now time.Time) error {
+// pending returns the pending receipt of out, sent with payload, the
+// partner answering at now.
+func (s *Sender) pending(ctx context.Context, id string, payload []byte, out *Outbound, now time.Time) *PendingReceipt {
 	p := &PendingReceipt{
 		MessageID: out.MessageID, ID: id, From: s.cfg.From, To: s.cfg.To,
 		MIC: out.MIC, MICAlg: s.sign.micalg,
@@ -149,26 +163,51 @@ func (s *Sender) recordPending(ctx context.Context, id string, payload []byte, o
 	if o, ok := ctx.Value(originalKey{}).(original); ok {
 		p.Partner, p.Metadata = o.partner, o.metadata
 	}
+	return p
+}
+
+// recordPending stores the pending receipt of out, sent with payload,
+// after the partner answered 2xx. It returns nil only once it is stored.
+func (s *Sender) recordPending(ctx context.Context, id string, payload []byte, out *Outbound, status int, now time.Time) error {
+	p := s.pending(ctx, id, payload, out, now)
 	// The store gets its own deadline: ctx may be nearly spent by the
 	// exchange, and a record not stored means a resend.
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.Timeout)
 	defer cancel()
 	if err := s.cfg.Receipts.PutPending(sctx, p); err != nil {
-		return &deliver.Error{Kind: deliver.ErrRetryable, Op: opSend, StatusCode: status,
+		kind := deliver.ErrRetryable
+		if errors.Is(err, ErrPendingTooLarge) {
+			kind = deliver.ErrPermanent // a resend could never store it
+		}
+		return &deliver.Error{Kind: kind, Op: opSend, StatusCode: status,
 			Cause: fmt.Errorf("%w (%w): HTTP %d from the partner, then: %w", ErrPendingStore, deliver.ErrLocal, status, err)}
 	}
 	return nil
 }
 
-// checkAsyncPayload refuses, before sending, a payload a pending receipt
-// could not carry.
-func (s *Sender) checkAsyncPayload(payload []byte) error {
+// checkAsyncPayload refuses, before sending, a message whose pending
+// receipt the store could not keep: its payload, or its whole record as
+// the store encodes it (metadata is untrusted and JSON escapes <, > and &
+// as 6 bytes), a claim's ClaimedUntil included.
+func (s *Sender) checkAsyncPayload(ctx context.Context, id string, payload []byte, out *Outbound) error {
 	if s.cfg.MDNMode != MDNAsync {
 		return nil
 	}
 	if max := s.cfg.Receipts.MaxPayload(); len(payload) > max {
 		return &deliver.Error{Kind: deliver.ErrPermanent, Op: opSend,
 			Cause: fmt.Errorf("%w: %d bytes, the store's limit is %d", ErrPendingTooLarge, len(payload), max)}
+	}
+	// The longest times RFC 3339 with nanoseconds spells.
+	at := time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+	p := s.pending(ctx, id, payload, out, at)
+	p.SentAt, p.Deadline, p.ClaimedUntil = at, at, at
+	b, err := json.Marshal(p)
+	if err != nil {
+		return &deliver.Error{Kind: deliver.ErrPermanent, Op: opSend, Cause: fmt.Errorf("%w: %w", ErrPendingTooLarge, err)}
+	}
+	if max := s.cfg.Receipts.MaxRecordSize(); len(b) > max {
+		return &deliver.Error{Kind: deliver.ErrPermanent, Op: opSend,
+			Cause: fmt.Errorf("%w: record of %d bytes (payload %d, metadata %d keys), the store's limit is %d", ErrPendingTooLarge, len(b), len(payload), len(p.Metadata), max)}
 	}
 	return nil
 }

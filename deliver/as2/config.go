@@ -177,14 +177,20 @@ type Config struct {
 	// endpoint (package asyncmdn) any replica serves. Required with
 	// [MDNAsync], an absolute http:// or https:// URL without spaces or
 	// commas; must be empty otherwise. Anyone who can reach that endpoint
-	// can post to it: with MDNCert or TrustRoots set, an unsigned or
-	// unverifiable asynchronous MDN resolves nothing (it is refused, and
-	// the receipt stays pending until a signed one or the deadline);
-	// without either, an unsigned MDN naming a pending Message-ID is
-	// accepted, so anyone who learns a Message-ID can mark that message
-	// received or failed. Set MDNCert for partners reached over networks
-	// you do not control.
+	// can post to it, so [MDNAsync] needs MDNCert or TrustRoots (an
+	// unsigned or unverifiable asynchronous MDN then resolves nothing: it
+	// is refused, and the receipt stays pending until a signed one or the
+	// deadline), unless AllowUnsignedAsyncMDN.
 	AsyncMDNURL string
+	// AllowUnsignedAsyncMDN lets [MDNAsync] run with neither MDNCert nor
+	// TrustRoots, accepting unsigned asynchronous MDNs. The risk: anyone
+	// who can reach the receipt endpoint and learns a Message-ID can mark
+	// that message received or failed (an MDN is only trustworthy signed,
+	// RFC 4130 §7.3, §9.2). Set it only for an endpoint on a network you
+	// control, or a test. Optional. Default false: [Config.Validate]
+	// refuses MDNMode async without MDNCert or TrustRoots. Ignored unless
+	// [MDNAsync].
+	AllowUnsignedAsyncMDN bool
 	// AsyncMDNTimeout is how long after the partner's 2xx its asynchronous
 	// MDN may arrive ([PendingReceipt.Deadline]); after it the message is
 	// dead-lettered with reason "mdn-timeout", never resent. Optional.

@@ -23,6 +23,9 @@ var (
 	ErrMDNMode = errors.New(`as2: MDN mode must be "sync", "none" or "async"`)
 	// ErrNegative: a duration or size in Config is negative.
 	ErrNegative = errors.New("as2: must not be negative")
+	// ErrUnsignedAsyncMDN: [MDNAsync] with neither MDNCert nor TrustRoots,
+	// and AllowUnsignedAsyncMDN not set (see there).
+	ErrUnsignedAsyncMDN = errors.New("as2: asynchronous MDNs need MDNCert or TrustRoots, or AllowUnsignedAsyncMDN")
 	// ErrAlgorithm: Config.SignAlgorithm or Config.EncryptAlgorithm names an
 	// algorithm this package does not implement.
 	ErrAlgorithm = errors.New("as2: unknown algorithm")

@@ -81,14 +81,15 @@ func testAsyncToPyas2lib(t *testing.T, rx *pyHelper, pki *as2test.PKI, port int)
 		contentType   string
 		body          []byte
 		wantWarn      string
+		refused       bool // the endpoint answers 403: unsigned while a signed MDN was asked for
 	}{
 		{name: "sign sha256 + encrypt aes256-cbc, signed MDN, X12", path: "/as2", sign: as2.SignSHA256,
 			encrypt: as2.EncryptAES256CBC, signedMDN: true, body: x12},
 		{name: "compress-sign, sign sha384, unsigned MDN, UTF-8", path: "/as2", sign: as2.SignSHA384,
 			compress: as2.CompressBeforeSign, contentType: "text/plain; charset=utf-8", body: utf8Text},
-		{name: "sign sha512 + encrypt aes128-cbc, unsigned MDN to an optional request: warning, binary",
+		{name: "sign sha512 + encrypt aes128-cbc, unsigned MDN to an optional request: refused, binary",
 			path: "/unsigned-mdn", sign: as2.SignSHA512, encrypt: as2.EncryptAES128CBC, signedMDN: true,
-			contentType: "application/octet-stream", body: binary, wantWarn: deliver.WarnMDNUnsigned},
+			contentType: "application/octet-stream", body: binary, refused: true},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -102,6 +103,8 @@ func testAsyncToPyas2lib(t *testing.T, rx *pyHelper, pki *as2test.PKI, port int)
 			}
 			if tt.signedMDN {
 				cfg.MDNCert = pki.Partner.Cert
+			} else {
+				cfg.AllowUnsignedAsyncMDN = true
 			}
 			cfg.ContentType, cfg.Compression = tt.contentType, tt.compress
 			cfg.MDNMode, cfg.AsyncMDNURL, cfg.Receipts = as2.MDNAsync, endpoint.URL+"/mdn", store
@@ -144,6 +147,15 @@ func testAsyncToPyas2lib(t *testing.T, rx *pyHelper, pki *as2test.PKI, port int)
 			rx.send(t, map[string]string{"post": got.MessageID})
 			var posted pyPosted
 			rx.next(t, &posted)
+			if tt.refused {
+				if posted.Status != http.StatusForbidden {
+					t.Fatalf("the receipt endpoint answered pyas2lib's unsigned MDN %d: %s; want 403", posted.Status, posted.Body)
+				}
+				if _, _, err := store.Get(ctx, out.MessageID); err != nil {
+					t.Fatalf("the receipt is no longer pending after an unsigned MDN: %v", err)
+				}
+				return
+			}
 			if posted.Status != http.StatusOK {
 				t.Fatalf("the receipt endpoint answered pyas2lib's MDN %d: %s", posted.Status, posted.Body)
 			}

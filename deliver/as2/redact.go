@@ -33,21 +33,22 @@ type configView struct {
 	EncryptAlgorithm string        `json:",omitempty"`
 	MDNCert          string        `json:",omitempty"`
 
-	NextMDNCert        string        `json:",omitempty"`
-	NextEncryptionCert string        `json:",omitempty"`
-	NextEncryptionFrom time.Time     `json:",omitzero"`
-	TrustRoots         []string      `json:",omitempty"`
-	Compression        string        `json:",omitempty"`
-	MDNMode            string        `json:",omitempty"`
-	AsyncMDNURL        string        `json:",omitempty"`
-	AsyncMDNTimeout    time.Duration `json:",omitempty"`
-	RequireSignedMDN   bool          `json:",omitempty"`
-	RequireMIC         bool          `json:",omitempty"`
-	WarnOnMICMismatch  bool          `json:",omitempty"`
-	Filename           string        `json:",omitempty"`
-	LegacyMICAlg       bool          `json:",omitempty"`
-	TransferBase64     bool          `json:",omitempty"`
-	KeyTransport       string        `json:",omitempty"`
+	NextMDNCert           string        `json:",omitempty"`
+	NextEncryptionCert    string        `json:",omitempty"`
+	NextEncryptionFrom    time.Time     `json:",omitzero"`
+	TrustRoots            []string      `json:",omitempty"`
+	Compression           string        `json:",omitempty"`
+	MDNMode               string        `json:",omitempty"`
+	AsyncMDNURL           string        `json:",omitempty"`
+	AllowUnsignedAsyncMDN bool          `json:",omitempty"`
+	AsyncMDNTimeout       time.Duration `json:",omitempty"`
+	RequireSignedMDN      bool          `json:",omitempty"`
+	RequireMIC            bool          `json:",omitempty"`
+	WarnOnMICMismatch     bool          `json:",omitempty"`
+	Filename              string        `json:",omitempty"`
+	LegacyMICAlg          bool          `json:",omitempty"`
+	TransferBase64        bool          `json:",omitempty"`
+	KeyTransport          string        `json:",omitempty"`
 }
 
 func (c Config) view() configView {
@@ -58,7 +59,8 @@ func (c Config) view() configView {
 		NextMDNCert: redact.Cert(c.NextMDNCert), NextEncryptionCert: redact.Cert(c.NextEncryptionCert),
 		NextEncryptionFrom: c.NextEncryptionFrom, TrustRoots: poolSubjects(c.TrustRoots),
 		Compression: c.Compression, MDNMode: c.MDNMode, AsyncMDNURL: redact.HTTPURL(c.AsyncMDNURL),
-		AsyncMDNTimeout: c.AsyncMDNTimeout, RequireSignedMDN: c.RequireSignedMDN, RequireMIC: c.RequireMIC,
+		AllowUnsignedAsyncMDN: c.AllowUnsignedAsyncMDN,
+		AsyncMDNTimeout:       c.AsyncMDNTimeout, RequireSignedMDN: c.RequireSignedMDN, RequireMIC: c.RequireMIC,
 		WarnOnMICMismatch: c.WarnOnMICMismatch, Filename: c.Filename, LegacyMICAlg: c.LegacyMICAlg,
 		TransferBase64: c.TransferBase64, KeyTransport: c.KeyTransport}
 	if c.SigningKey != nil {

@@ -133,7 +133,7 @@ func (s *Sender) send(ctx context.Context, id string, payload []byte, filename s
 	if err != nil {
 		return nil, &deliver.Error{Kind: deliver.ErrPermanent, Op: opSend, Cause: err}
 	}
-	if err := s.checkAsyncPayload(payload); err != nil {
+	if err := s.checkAsyncPayload(ctx, id, payload, out); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)

@@ -137,6 +137,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 			return nil, err
 		}
 		defer r.srv.Close()
+		defer r.receiver.Close() // first: its pending MDN posts end
 		retailers[i], byID[r.id] = r, r
 	}
 	faulty := retailers[o.faulty-1]

@@ -166,6 +166,10 @@ type asyncState struct {
 	stats  AsyncStats
 	client *http.Client
 	once   sync.Once
+	closed bool               // Close was called: no more posts start
+	ctx    context.Context    // the base context of posts, cancelled by Close
+	cancel context.CancelFunc // cancels ctx
+	posts  sync.WaitGroup     // posts started by queueReceipt
 }
 
 func (p *Partner) asyncClient() *http.Client {
@@ -207,7 +211,7 @@ func (p *Partner) queueReceipt(w http.ResponseWriter, to string, header http.Hea
 		p.async.queue = append(p.async.queue, r)
 		p.async.mu.Unlock()
 	} else {
-		time.AfterFunc(p.cfg.Async.Delay, func() { p.postRetrying(r) })
+		p.postLater(r)
 	}
 	w.WriteHeader(http.StatusOK)
 }

@@ -44,6 +44,7 @@ func asyncPartner(t *testing.T, ac as2partner.AsyncConfig) (*as2partner.Partner,
 	}
 	srv := httptest.NewServer(p)
 	t.Cleanup(srv.Close)
+	t.Cleanup(p.Close) // runs first: no post outlives the test
 	return p, srv
 }
 

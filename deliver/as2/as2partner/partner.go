@@ -56,8 +56,9 @@ type Stats struct {
 	MaxConcurrent int
 }
 
-// Partner is an AS2 receiver following a fault script. Create it with [New].
-// All methods are safe for concurrent use.
+// Partner is an AS2 receiver following a fault script. Create it with [New];
+// [Partner.Close] stops its asynchronous receipt posts. All methods are
+// safe for concurrent use.
 type Partner struct {
 	cfg   Config
 	clock Clock
@@ -95,6 +96,7 @@ func New(cfg Config) (*Partner, error) {
 	}
 	p.limiters = p.newLimiters()
 	p.filenames = map[string]string{}
+	p.async.ctx, p.async.cancel = context.WithCancel(context.Background())
 	return p, nil
 }
 

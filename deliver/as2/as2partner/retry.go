@@ -39,22 +39,53 @@ func (c AsyncConfig) retryWait(err error) (time.Duration, bool) {
 	return c.RetryDelay, true
 }
 
+// Close stops the receipts being posted (not held ones, see
+// [AsyncConfig.Hold]): it cancels the Partner's base context, which ends
+// their waits for Delay or a retry and their posts in flight, and returns
+// once they have all ended. A receipt queued after Close is never posted.
+// It does not close a server serving the Partner. Safe to call more than
+// once, and concurrently.
+func (p *Partner) Close() {
+	p.async.mu.Lock()
+	p.async.closed = true
+	p.async.mu.Unlock()
+	p.async.cancel()
+	p.async.posts.Wait()
+}
+
+// postLater posts r after Config.Async.Delay, retrying, unless Close is
+// called first.
+func (p *Partner) postLater(r receipt) {
+	p.async.mu.Lock()
+	defer p.async.mu.Unlock()
+	if p.async.closed {
+		return
+	}
+	p.async.posts.Add(1)
+	go func() {
+		defer p.async.posts.Done()
+		if sleep(p.async.ctx, p.cfg.Async.Delay) {
+			p.postRetrying(p.async.ctx, r)
+		}
+	}()
+}
+
 // postRetrying posts r, and again up to Config.Async.Retries times while
-// the post fails with no answer or a 5xx (see [AsyncConfig.Retries]).
-func (p *Partner) postRetrying(r receipt) {
+// the post fails with no answer or a 5xx (see [AsyncConfig.Retries]),
+// until ctx ends.
+func (p *Partner) postRetrying(ctx context.Context, r receipt) {
 	retries := p.cfg.Async.Retries
 	if !p.cfg.Async.allowed(r.url) {
 		retries = 0 // refused by post, and again each time
 	}
 	for try := 0; ; try++ {
-		err := p.post(context.Background(), r)
-		if err == nil || try >= retries {
+		err := p.post(ctx, r)
+		if err == nil || try >= retries || ctx.Err() != nil {
 			return
 		}
 		wait, ok := p.cfg.Async.retryWait(err)
-		if !ok {
+		if !ok || !sleep(ctx, wait) {
 			return
 		}
-		time.Sleep(wait)
 	}
 }

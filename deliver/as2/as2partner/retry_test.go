@@ -47,3 +47,48 @@ func TestAsyncReceiptRetriedOn5xx(t *testing.T) {
 		})
 	}
 }
+
+// Close ends the receipt posts waiting for Delay or for a retry (here an
+// hour away), and returns once they have ended.
+func TestCloseStopsAsyncPosts(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		ac    func(url string) as2partner.AsyncConfig
+		posts int64 // posts made before Close
+	}{
+		{"waiting for Delay", func(url string) as2partner.AsyncConfig {
+			return as2partner.AsyncConfig{AllowURLs: []string{url}, Delay: time.Hour}
+		}, 0},
+		{"waiting for a retry", func(url string) as2partner.AsyncConfig {
+			return as2partner.AsyncConfig{AllowURLs: []string{url}, Retries: 100, RetryDelay: time.Hour}
+		}, 1},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rcv := newReceiver(t, func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "down", http.StatusServiceUnavailable)
+			})
+			p, srv := asyncPartner(t, tt.ac(rcv.srv.URL))
+			h := validHeaders()
+			h.Set("Receipt-Delivery-Option", rcv.srv.URL)
+			if code, _ := post(t, srv.URL, h, "payload"); code != http.StatusOK {
+				t.Fatalf("HTTP %d", code)
+			}
+			for deadline := time.Now().Add(10 * time.Second); rcv.hits.Load() < tt.posts; time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%d posts after 10 s; want %d", rcv.hits.Load(), tt.posts)
+				}
+			}
+			closed := make(chan struct{})
+			go func() { p.Close(); close(closed) }()
+			select {
+			case <-closed:
+			case <-time.After(30 * time.Second): // a hang guard: the wait left is an hour
+				t.Fatal("Close did not return: a post is still waiting")
+			}
+			if got := rcv.hits.Load(); got != tt.posts {
+				t.Fatalf("%d posts; want %d", got, tt.posts)
+			}
+			p.Close() // again: a no-op
+		})
+	}
+}

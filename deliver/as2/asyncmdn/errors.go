@@ -8,7 +8,8 @@ var (
 	// the message names it.
 	ErrInvalidConfig = errors.New("asyncmdn: invalid config")
 	// ErrRecordTooLarge: a pending receipt's encoded record is larger
-	// than [StoreConfig.MaxValueSize].
+	// than [StoreConfig.MaxValueSize]. [Store.PutPending] wraps it with
+	// [as2.ErrPendingTooLarge], so Send reports it permanent.
 	ErrRecordTooLarge = errors.New("asyncmdn: pending receipt record too large")
 	// ErrClaimed: another replica is resolving the record (a claim not yet
 	// expired), or resolved it first.

@@ -47,7 +47,9 @@ type Config struct {
 	// Senders judge the MDNs: the record's AS2 From and To pick the
 	// Sender whose receipt policy (MDNCert, RequireSignedMDN, RequireMIC,
 	// WarnOnMICMismatch) applies. Required: at least one; no two with the
-	// same From and To.
+	// same From and To; each Sender's AsyncMDNTimeout below the bucket's
+	// TTL ([StoreConfig.TTL]), else its records would vanish without a dead
+	// letter.
 	Senders []*as2.Sender
 	// Queue dead-letters negative receipts and timeouts, on the route of
 	// the record's partner key (its AS2 To when Send had none). Required.
@@ -108,6 +110,8 @@ type Resolver struct {
 	cfg     Config
 	senders map[[2]string]*as2.Sender
 	domains map[string]bool // the Senders' MessageIDDomains, lower case
+	ttl     time.Duration   // the bucket's TTL; 0 for none
+	longest time.Duration   // the longest Senders' AsyncMDNTimeout
 }
 
 var _ http.Handler = (*Resolver)(nil)
@@ -130,8 +134,11 @@ func (c *Config) setDefaults() {
 	}
 }
 
-// New validates cfg and returns a Resolver. The error wraps "invalid
-// config" and [ErrInvalidConfig], naming the field.
+// New validates cfg and returns a Resolver. It reads the bucket's TTL
+// from the server (bounded by Config.StoreTimeout). The error wraps
+// "invalid config" and [ErrInvalidConfig], naming the field (also for a
+// Sender whose AsyncMDNTimeout is not below the bucket's TTL), or is
+// JetStream's error reading the bucket.
 func New(cfg Config) (*Resolver, error) {
 	cfg.setDefaults()
 	bad := func(f string, a ...any) (*Resolver, error) {
@@ -158,6 +165,21 @@ func New(cfg Config) (*Resolver, error) {
 		}
 		r.senders[k] = s
 		r.domains[strings.ToLower(s.Config().MessageIDDomain)] = true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.StoreTimeout)
+	defer cancel()
+	st, err := cfg.Store.kv.Status(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("asyncmdn: bucket %s: %w", cfg.Store.kv.Bucket(), err)
+	}
+	r.ttl = st.TTL()
+	for i, s := range cfg.Senders {
+		t := s.Config().AsyncMDNTimeout
+		if r.ttl > 0 && t >= r.ttl {
+			return bad("Config.Senders[%d] (from %q to %q): as2.Config.AsyncMDNTimeout %v, allowed < the bucket's TTL %v (StoreConfig.TTL): its records would vanish without a dead letter",
+				i, s.Config().From, s.Config().To, t, r.ttl)
+		}
+		r.longest = max(r.longest, t)
 	}
 	return r, nil
 }
@@ -350,7 +372,9 @@ func (r *Resolver) deadLetter(ctx context.Context, rec *as2.PendingReceipt, rev 
 	if key == "" {
 		key = rec.To
 	}
-	if err := r.cfg.Queue.DeadLetterTo(ctx, msg, key, reason, cause); err != nil {
+	// sctx, not ctx: a client gone after the dead letter is stored must not
+	// fail it, or the claim expires and the record is dead-lettered twice.
+	if err := r.cfg.Queue.DeadLetterTo(sctx, msg, key, reason, cause); err != nil {
 		return err // the claim expires; the record is resolved again
 	}
 	if err := r.cfg.Store.remove(sctx, rec, crev); err != nil && !errors.Is(err, ErrClaimed) {
@@ -420,12 +444,18 @@ func (r *Resolver) SweepAt(ctx context.Context, now time.Time) (int, error) {
 }
 
 // Run sweeps every interval until ctx is done, and returns ctx's error.
-// Sweep errors go to onError when it is not nil. interval must be > 0
+// Sweep errors go to onError when it is not nil. interval must be > 0,
+// and the longest Senders' AsyncMDNTimeout plus interval below the
+// bucket's TTL, or a record could expire before a sweep dead-letters it
 // (else it returns an error wrapping [ErrInvalidConfig]); a minute suits
 // deadlines of hours.
 func (r *Resolver) Run(ctx context.Context, interval time.Duration, onError func(error)) error {
 	if interval <= 0 {
 		return fmt.Errorf("%w: sweep interval %v, allowed > 0", ErrInvalidConfig, interval)
+	}
+	if r.ttl > 0 && r.longest+interval >= r.ttl {
+		return fmt.Errorf("%w: sweep interval %v, allowed < the bucket's TTL %v less the longest as2.Config.AsyncMDNTimeout %v",
+			ErrInvalidConfig, interval, r.ttl, r.longest)
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()

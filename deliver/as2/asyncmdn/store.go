@@ -40,7 +40,8 @@ type StoreConfig struct {
 	TTL time.Duration
 	// MaxValueSize bounds an encoded record, in bytes, and so the payload
 	// a record can carry ([Store.MaxPayload]). Optional. Default 1 MiB.
-	// At least 128 KiB; at most the server's max_payload.
+	// At least 128 KiB; at most the server's max_payload (the connection's
+	// MaxPayload, 1 MiB by default in nats-server).
 	MaxValueSize int32
 	// Replicas is the bucket's replica count. Optional. Default 1.
 	Replicas int
@@ -92,12 +93,17 @@ type Store struct {
 var _ as2.ReceiptStore = (*Store)(nil)
 
 // NewStore creates or updates the bucket and returns a Store on it. It
-// returns an error wrapping "invalid config" and [ErrInvalidConfig], or
-// JetStream's error.
+// returns an error wrapping "invalid config" and [ErrInvalidConfig]
+// (naming the field, also for a MaxValueSize above the server's
+// max_payload), or JetStream's error.
 func NewStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*Store, error) {
 	cfg.setDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
+	}
+	if nc := js.Conn(); nc != nil && nc.MaxPayload() > 0 && int64(cfg.MaxValueSize) > nc.MaxPayload() {
+		return nil, fmt.Errorf("invalid config: %w: StoreConfig.MaxValueSize %d, allowed <= the server's max_payload %d",
+			ErrInvalidConfig, cfg.MaxValueSize, nc.MaxPayload())
 	}
 	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:       cfg.Bucket,
@@ -132,16 +138,21 @@ func Key(messageID string) string {
 // record.
 func (s *Store) MaxPayload() int { return int(s.max-recordOverhead) / 4 * 3 }
 
+// MaxRecordSize returns the largest encoded record, in bytes:
+// [StoreConfig.MaxValueSize].
+func (s *Store) MaxRecordSize() int { return int(s.max) }
+
 // PutPending stores p under its Message-ID, replacing a record of the same
 // Message-ID, and returns once the server acknowledged it. It returns an
-// error wrapping [ErrRecordTooLarge], or JetStream's error.
+// error wrapping [ErrRecordTooLarge] and [as2.ErrPendingTooLarge], or
+// JetStream's error.
 func (s *Store) PutPending(ctx context.Context, p *as2.PendingReceipt) error {
 	b, err := json.Marshal(p)
 	if err != nil {
 		return err
 	}
 	if len(b) > int(s.max) {
-		return fmt.Errorf("%w: %d bytes, limit %d", ErrRecordTooLarge, len(b), s.max)
+		return fmt.Errorf("%w (%w): %d bytes, limit %d", ErrRecordTooLarge, as2.ErrPendingTooLarge, len(b), s.max)
 	}
 	_, err = s.kv.Put(ctx, Key(p.MessageID), b)
 	return err

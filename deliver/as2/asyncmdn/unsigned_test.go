@@ -58,11 +58,14 @@ func TestUnsignedMDNResolvesNothingWhenSignedAsked(t *testing.T) {
 	}
 }
 
-// Without MDNCert or TrustRoots no signed MDN is asked for, and an
-// unsigned asynchronous MDN resolves the record (the documented risk).
+// Without MDNCert or TrustRoots, AllowUnsignedAsyncMDN set, no signed MDN
+// is asked for, and an unsigned asynchronous MDN resolves the record (the
+// documented risk).
 func TestUnsignedMDNAcceptedWithoutMDNCert(t *testing.T) {
 	e := newEnv(t, func(c *as2partner.Config) { c.UnsignedMDN = true })
-	r := e.replica("", func(c *as2.Config) { c.MDNCert, c.TrustRoots, c.RequireMIC = nil, nil, false })
+	r := e.replica("", func(c *as2.Config) {
+		c.MDNCert, c.TrustRoots, c.RequireMIC, c.AllowUnsignedAsyncMDN = nil, nil, false, true
+	})
 	e.sendAsync(r, "order-1")
 	if n, err := e.partner.PostReceipts(testCtx(t)); n != 1 || err != nil {
 		t.Fatalf("PostReceipts = %d, %v", n, err)
