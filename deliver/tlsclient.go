@@ -89,6 +89,12 @@ func NewTLSClient(f TLSFiles) (*http.Client, error) {
 // failure: the partner's breaker trips, its messages wait in the retry
 // queue, and the error (and [IsTLS]) tells the operator that a
 // certificate, not the partner's uptime, needs attention. Alert on it.
+//
+// Under TLS 1.3 the client finishes its handshake before the server has
+// checked the client certificate, so a server refusing a missing one may
+// reach the client as a broken connection (a reset, or a broken pipe
+// while the request body is written) rather than as its alert; IsTLS
+// then reports false, and the error is retryable as any outage.
 func IsTLS(err error) bool {
 	var (
 		unknownAuthority x509.UnknownAuthorityError
