@@ -1,15 +1,12 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/floodgate-go/floodgate/breaker"
-	"github.com/floodgate-go/floodgate/breaker/natskv"
 	"github.com/floodgate-go/floodgate/internal/natstest"
 )
 
@@ -18,31 +15,7 @@ import (
 // reason in "floodgate status", text and JSON; "floodgate close" un-parks
 // it on the replica.
 func TestStatusShowsParkedPartner(t *testing.T) {
-	url := natstest.URL(t)
-	js := natstest.JetStream(t, natstest.Conn(t, url))
-	bucket := natstest.Name(t, "kv")
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	s, err := natskv.New(ctx, js, natskv.Config{Bucket: bucket})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = js.DeleteKeyValue(context.Background(), bucket) })
-	b, err := breaker.New(breaker.Config{Name: "partner"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Stop()
-	f, err := breaker.JoinFleet(b, breaker.FleetConfig{Store: s, Replica: "r1", ResyncInterval: 100 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Leave()
-	cli := func(args ...string) (string, string, int) {
-		var out, errb bytes.Buffer
-		code := run(append(args, "-nats-url", url, "-bucket", bucket), &out, &errb)
-		return out.String(), errb.String(), code
-	}
+	b, _, cli := fleetCLI(t)
 
 	const why = `as2 send: partner parked (as2-trust): MDN signer "CN=MALLORY" (serial 4): as2: certificate is not the pinned one`
 	b.ForceOpenReason(why)

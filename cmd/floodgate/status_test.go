@@ -13,7 +13,12 @@ import (
 	"github.com/floodgate-go/floodgate/internal/natstest"
 )
 
-func TestFleetCommands(t *testing.T) {
+// fleetCLI starts a replica of the breaker "partner" in this process,
+// joined to a fresh fleet bucket, and returns it, the bucket's store, and
+// a cli that runs the floodgate command against that bucket (stdout,
+// stderr, exit status).
+func fleetCLI(t *testing.T) (*breaker.Breaker, *natskv.Store, func(args ...string) (string, string, int)) {
+	t.Helper()
 	url := natstest.URL(t)
 	js := natstest.JetStream(t, natstest.Conn(t, url))
 	bucket := natstest.Name(t, "kv")
@@ -24,24 +29,28 @@ func TestFleetCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = js.DeleteKeyValue(context.Background(), bucket) })
-
-	// A replica of the fleet, in this process.
 	b, err := breaker.New(breaker.Config{Name: "partner"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer b.Stop()
+	t.Cleanup(b.Stop)
 	f, err := breaker.JoinFleet(b, breaker.FleetConfig{Store: s, Replica: "r1", ResyncInterval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Leave()
-
-	cli := func(args ...string) (string, string, int) {
+	t.Cleanup(f.Leave)
+	return b, s, func(args ...string) (string, string, int) {
 		var out, errb bytes.Buffer
 		code := run(append(args, "-nats-url", url, "-bucket", bucket), &out, &errb)
 		return out.String(), errb.String(), code
 	}
+}
+
+func TestFleetCommands(t *testing.T) {
+	// A replica of the fleet, in this process.
+	b, s, cli := fleetCLI(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
 	decode := func(out string) []breakerStatus {
 		t.Helper()
 		var st []breakerStatus
