@@ -103,17 +103,14 @@ func (s *Sender) encodePayload(e entity) entity {
 // encrypt encrypts a canonical entity to the partner with Config's key
 // transport, and base64-encodes the result with Config.TransferBase64.
 func (s *Sender) encrypt(content []byte) (entity, error) {
-	var e entity
-	var err error
-	cert := s.EncryptionCertAt(s.cfg.now())
+	var oaep *oaepParams
 	switch strings.ToLower(strings.TrimSpace(s.cfg.KeyTransport)) {
 	case KeyTransportOAEPSHA256:
-		e, err = encryptEntityOAEP(content, cert, s.enc, oaepSHA256)
+		oaep = &oaepSHA256
 	case KeyTransportOAEPSHA1:
-		e, err = encryptEntityOAEP(content, cert, s.enc, oaepSHA1)
-	default:
-		e, err = encryptEntity(content, cert, s.enc)
+		oaep = &oaepSHA1
 	}
+	e, err := encryptEntity(content, s.EncryptionCertAt(s.cfg.now()), s.enc, oaep)
 	if err != nil || !s.cfg.TransferBase64 {
 		return e, err
 	}

@@ -13,8 +13,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
-	"fmt"
-	"net/textproto"
 
 	"github.com/smallstep/pkcs7"
 )
@@ -60,25 +58,12 @@ func mustOAEPParams(hash asn1.ObjectIdentifier) asn1.RawValue {
 	return asn1.RawValue{FullBytes: der}
 }
 
-// encryptEntityOAEP is encryptEntity with RSAES-OAEP key transport
-// (RFC 3560). github.com/smallstep/pkcs7 v0.2.3 can encrypt with OAEP, but
-// it names SHA-256 without naming MGF1-SHA-256, so its parameters say MGF1
-// with SHA-1 while its key uses MGF1 with SHA-256 and OpenSSL cannot
-// decrypt it; this builds the EnvelopedData itself.
-func encryptEntityOAEP(content []byte, cert *x509.Certificate, a encryptAlg, p oaepParams) (entity, error) {
-	der, err := envelopeOAEP(content, cert, a, p)
-	if err != nil {
-		return entity{}, fmt.Errorf("as2: encrypting: %w", err)
-	}
-	h := textproto.MIMEHeader{}
-	h.Set("Content-Type", `application/pkcs7-mime; smime-type=enveloped-data; name="smime.p7m"`)
-	h.Set("Content-Transfer-Encoding", "binary")
-	h.Set("Content-Disposition", `attachment; filename="smime.p7m"`)
-	return entity{Header: h, Body: der}, nil
-}
-
 // envelopeOAEP encrypts content with a's cipher in CBC mode under a random
-// key, and transports the key to cert's RSA key with OAEP.
+// key, and transports the key to cert's RSA key with RSAES-OAEP (RFC 3560).
+// github.com/smallstep/pkcs7 v0.2.3 can encrypt with OAEP, but it names
+// SHA-256 without naming MGF1-SHA-256, so its parameters say MGF1 with
+// SHA-1 while its key uses MGF1 with SHA-256 and OpenSSL cannot decrypt
+// it; this builds the EnvelopedData itself.
 func envelopeOAEP(content []byte, cert *x509.Certificate, a encryptAlg, p oaepParams) ([]byte, error) {
 	return envelopeCBC(content, cert, a, func(pub *rsa.PublicKey, key []byte) ([]byte, pkix.AlgorithmIdentifier, error) {
 		enc, err := rsa.EncryptOAEP(p.hash.New(), rand.Reader, pub, key, nil)

@@ -99,19 +99,24 @@ func EncryptEntity(content []byte, cert *x509.Certificate, alg string) (contentT
 	if err := checkEncryptionCert(cert); err != nil {
 		return "", nil, err
 	}
-	e, err := encryptEntity(content, cert, a)
+	e, err := encryptEntity(content, cert, a, nil)
 	if err != nil {
 		return "", nil, err
 	}
 	return e.Header.Get("Content-Type"), e.Body, nil
 }
 
-func encryptEntity(content []byte, cert *x509.Certificate, a encryptAlg) (entity, error) {
+// encryptEntity encrypts content to cert with a, the key sent with RSA
+// PKCS #1 v1.5, or with OAEP when oaep is not nil.
+func encryptEntity(content []byte, cert *x509.Certificate, a encryptAlg, oaep *oaepParams) (entity, error) {
 	var der []byte
 	var err error
-	if a.pkcs7 < 0 {
+	switch {
+	case oaep != nil:
+		der, err = envelopeOAEP(content, cert, a, *oaep)
+	case a.pkcs7 < 0:
 		der, err = envelopeCBC(content, cert, a, wrapPKCS1v15)
-	} else {
+	default:
 		der, err = envelopePKCS7(content, cert, a.pkcs7)
 	}
 	if err != nil {
