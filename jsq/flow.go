@@ -9,6 +9,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/floodgate-go/floodgate/internal/pull"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -22,6 +23,7 @@ type flow struct {
 	s          *Subscriber
 	stop, base context.Context
 	cons       jetstream.Consumer
+	puller     *pull.Puller // the feeder's; closed by wait
 	d          Delivery
 	out        chan<- *message.Message
 	acks       *acks
@@ -51,10 +53,10 @@ type waiting struct {
 // onNewFlow, when set (by tests only), sees each subscription's flow.
 var onNewFlow atomic.Pointer[func(*flow)]
 
-func newFlow(s *Subscriber, stop, base context.Context, cons jetstream.Consumer, d Delivery, out chan<- *message.Message, a *acks) *flow {
+func newFlow(s *Subscriber, stop, base context.Context, cons jetstream.Consumer, p *pull.Puller, d Delivery, out chan<- *message.Message, a *acks) *flow {
 	credit := s.cfg.Concurrency + max(s.cfg.Prefetch, 0)
 	f := &flow{
-		s: s, stop: stop, base: base, cons: cons, d: d, out: out, acks: a,
+		s: s, stop: stop, base: base, cons: cons, puller: p, d: d, out: out, acks: a,
 		chunk:     (credit + 1) / 2,
 		batch:     credit,
 		fetchWait: max(s.cfg.FetchWait, time.Second),
@@ -103,10 +105,12 @@ func (f *flow) start() {
 }
 
 // wait returns, once stop is done, after every loop and fetch finished,
-// the messages still waiting were nakked and every ack confirmed (or
-// failed).
+// the pull subscription ended (the server seeing it, so a message
+// published later goes to another subscriber at once), the messages still
+// waiting were nakked and every ack confirmed (or failed).
 func (f *flow) wait() {
 	f.loops.Wait()
+	f.puller.Close() // naks what reached its inbox unread
 	f.mu.Lock()
 	left := f.waiting
 	f.waiting = nil
@@ -146,26 +150,16 @@ func (f *flow) feed() {
 			case <-f.freed:
 			}
 		default:
-			fctx, cancel := context.WithTimeout(f.stop, f.fetchWait)
-			batch, err := f.cons.Fetch(n, jetstream.FetchContext(fctx))
-			if err != nil {
-				cancel()
-				f.settle(n, err)
-				continue
-			}
 			// One pull request at a time: the server spreads messages
 			// over concurrent requests in turn, so two would let the
 			// messages of one subscription overtake each other.
-			got := 0
-			for jm := range batch.Messages() {
-				got++
+			got, err := f.puller.Fetch(f.stop, n, f.fetchWait, func(jm jetstream.Msg) {
 				f.mu.Lock()
 				f.waiting = append(f.waiting, waiting{jm, time.Now()})
 				f.mu.Unlock()
 				signal(f.ready)
-			}
-			cancel()
-			f.settle(n-got, batch.Error())
+			})
+			f.settle(n-got, err)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/floodgate-go/floodgate/internal/pull"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -282,8 +283,13 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 		cancel()
 		return nil, err
 	}
+	p, err := pull.New(s.js, StreamName(topic), cc.Durable)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	out := make(chan *message.Message)
-	f := newFlow(s, stop, base, cons, Delivery{Stream: StreamName(topic), Consumer: cc.Durable, Count: 1, MaxDeliver: cc.MaxDeliver}, out, a)
+	f := newFlow(s, stop, base, cons, p, Delivery{Stream: StreamName(topic), Consumer: cc.Durable, Count: 1, MaxDeliver: cc.MaxDeliver}, out, a)
 	if hook := onNewFlow.Load(); hook != nil {
 		(*hook)(f)
 	}
