@@ -13,6 +13,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/floodgate-go/floodgate/internal/pull"
 	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/time/rate"
@@ -299,7 +300,7 @@ type DrainStatus struct {
 // [Drainer.Wake], while it is 0: the drain pauses at once when the breaker
 // leaves closed), takes at most that many tokens from a token bucket at the
 // drain rate, fetches at most that many messages from its durable pull
-// consumer without waiting (FetchNoWait, so nothing is prefetched and
+// consumer without waiting (a no-wait pull request, so nothing is prefetched and
 // nothing sits delivered while the breaker is open, and AckWait never runs
 // out on a buffered message), and runs the handler on the eligible ones
 // concurrently, at most [DrainerConfig.MaxInFlight] at once. It does not
@@ -367,10 +368,14 @@ type Drainer struct {
 	handlers  sync.WaitGroup // FIFO-mode handlers in flight
 	work      chan item      // the worker pool's queue (see dispatch; Run's goroutine only)
 	workers   int            // the worker pool's workers (Run's goroutine only)
-	running   atomic.Bool
-	paused    atomic.Bool
-	turned    atomic.Bool // the breaker turned a drained message away
-	pausedAt  time.Time   // when the gate last closed (guarded by mu)
+	// puller pulls from the consumer through one inbox for the whole Run
+	// (Run's goroutine only; closed when Run returns), msgs is its batch.
+	puller   *pull.Puller
+	msgs     []jetstream.Msg
+	running  atomic.Bool
+	paused   atomic.Bool
+	turned   atomic.Bool // the breaker turned a drained message away
+	pausedAt time.Time   // when the gate last closed (guarded by mu)
 
 	// inflight holds the UUIDs being drained, so Observe skips them.
 	inflight sync.Map
@@ -806,6 +811,7 @@ func (d *Drainer) Run(ctx context.Context) error {
 		return ErrRunning
 	}
 	defer d.running.Store(false)
+	defer d.closePuller()
 	if d.lanes != nil {
 		return d.runTurns(ctx)
 	}
@@ -838,7 +844,7 @@ func (d *Drainer) Run(ctx context.Context) error {
 			}
 			indexed = true
 		}
-		if err := d.round(ctx, cons); err != nil {
+		if err := d.round(ctx); err != nil {
 			if errors.Is(err, errDrainIdle) {
 				break
 			}
@@ -875,6 +881,17 @@ func FromDrain(ctx context.Context) bool {
 	return v
 }
 
+// closePuller ends the pull subscription, if any; it naks what reached
+// it unread (nothing, as every request is a no-wait one that round reads
+// to its end, unless ctx ended one).
+func (d *Drainer) closePuller() {
+	if d.puller != nil {
+		d.puller.Close()
+		d.puller = nil
+	}
+	clear(d.msgs)
+}
+
 // item is one fetched message.
 type item struct {
 	jm  jetstream.Msg
@@ -889,7 +906,7 @@ type item struct {
 
 // round does one gate-budget-fetch-handle round. It sleeps itself when there
 // is nothing to do and returns only fetch errors.
-func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
+func (d *Drainer) round(ctx context.Context) error {
 	budget := d.cfg.Gate.Budget()
 	calls := int(d.calling.Load())
 	if budget <= 0 && calls > 0 {
@@ -966,25 +983,30 @@ func (d *Drainer) round(ctx context.Context, cons jetstream.Consumer) error {
 		}
 	}
 	gen := d.cfg.Queue.keysGeneration()
+	if d.puller == nil {
+		p, err := pull.New(d.cfg.JetStream, d.cfg.Stream, d.cfg.Consumer)
+		if err != nil {
+			d.releaseShare(n)
+			return err
+		}
+		d.puller = p
+	}
 	sent := time.Now()
-	batch, err := cons.FetchNoWait(n)
-	if err != nil {
-		d.releaseShare(n)
-		return err
-	}
-	var msgs []jetstream.Msg
-	for m := range batch.Messages() {
-		msgs = append(msgs, m)
-	}
+	msgs := d.msgs[:0]
+	_, ferr := d.puller.Fetch(ctx, n, 0, func(m jetstream.Msg) { msgs = append(msgs, m) })
+	d.msgs = msgs
 	// Slots for messages the fetch did not bring back go back at once;
 	// each fetched one's goes back once it is settled.
 	d.releaseShare(n - len(msgs))
-	if err := batch.Error(); err != nil && len(msgs) == 0 {
-		return err
+	if ferr != nil && len(msgs) == 0 {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return ferr
 	}
-	if len(msgs) < n && batch.Error() == nil && time.Since(sent) < time.Second {
-		// The server had nothing more to deliver (the client ends a
-		// no-wait fetch silently after a second without its answer).
+	if len(msgs) < n && ferr == nil && time.Since(sent) < time.Second {
+		// The server had nothing more to deliver (a no-wait request is
+		// taken as lost, silently, after a second without its answer).
 		d.order.caughtUp(sent)
 	}
 	if len(msgs) == 0 {

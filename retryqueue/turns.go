@@ -237,7 +237,7 @@ func (d *Drainer) turn(ctx context.Context, cons *jetstream.Consumer) (wait time
 	d.keptClean = false
 	d.sliceEnd = time.Now().Add(turnSlice)
 	for ctx.Err() == nil {
-		err := d.round(ctx, *cons)
+		err := d.round(ctx)
 		now := time.Now()
 		d.tick(now)
 		var over turnOver

@@ -138,7 +138,8 @@ func (p *Puller) Fetch(ctx context.Context, n int, expires time.Duration, fn fun
 
 // status tells a stream message (user) from a status message: done for
 // the end of the request (404 no messages, 408 expired), err for a
-// refusal (409 consumer deleted, batch over MaxRequestBatch, ...).
+// refusal, wrapping jetstream's error for it where it has one (the
+// consumer deleted, no consumer to answer, ...), as its Fetch does.
 func status(m *nats.Msg) (user, done bool, err error) {
 	if len(m.Data) > 0 || len(m.Header) == 0 {
 		return true, false, nil
@@ -152,7 +153,24 @@ func status(m *nats.Msg) (user, done bool, err error) {
 	case "100":
 		return false, false, nil
 	}
-	return false, true, fmt.Errorf("jetstream pull request: status %s %s", code, m.Header.Get("Description"))
+	descr := m.Header.Get("Description")
+	var known error
+	switch d := strings.ToLower(descr); {
+	case code == "503":
+		known = nats.ErrNoResponders
+	case code == "400":
+		known = jetstream.ErrBadRequest
+	case strings.Contains(d, "consumer deleted"):
+		known = jetstream.ErrConsumerDeleted
+	case strings.Contains(d, "leadership change"):
+		known = jetstream.ErrConsumerLeadershipChanged
+	case strings.Contains(d, "server shutdown"):
+		known = jetstream.ErrServerShutdown
+	}
+	if known != nil {
+		return false, true, fmt.Errorf("jetstream pull request: status %s %s: %w", code, descr, known)
+	}
+	return false, true, fmt.Errorf("jetstream pull request: status %s %s", code, descr)
 }
 
 // renew moves to a new inbox after a request that may still be open, and

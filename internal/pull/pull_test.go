@@ -2,6 +2,7 @@ package pull_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -217,11 +218,30 @@ func TestRefusal(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "409") || !strings.Contains(strings.ToLower(err.Error()), "maxrequestbatch") {
 		t.Fatalf("Fetch over MaxRequestBatch: %v, want a 409 naming MaxRequestBatch", err)
 	}
+	// A request waiting when its consumer is deleted ends with the
+	// server's 409.
+	done := make(chan error)
+	go func() {
+		_, err := p.Fetch(t.Context(), 1, 30*time.Second, func(jetstream.Msg) {})
+		done <- err
+	}()
+	natstest.Eventually(t, 10*time.Second, func() bool {
+		info, err := e.cons.Info(t.Context())
+		return err == nil && info.NumWaiting == 1
+	}, "the pull request waiting on the server")
 	if err := e.js.DeleteConsumer(t.Context(), e.stream, "c"); err != nil {
 		t.Fatal(err)
 	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, jetstream.ErrConsumerDeleted) {
+			t.Fatalf("waiting Fetch when its consumer is deleted: %v, want ErrConsumerDeleted", err)
+		}
+	case <-time.After(20 * time.Second): // hang guard
+		t.Fatal("waiting Fetch did not end when its consumer was deleted")
+	}
 	_, err = p.Fetch(t.Context(), 1, 0, func(jetstream.Msg) {})
-	if err == nil {
-		t.Fatal("Fetch from a deleted consumer: nil error")
+	if !errors.Is(err, nats.ErrNoResponders) && !errors.Is(err, jetstream.ErrConsumerDeleted) {
+		t.Fatalf("Fetch from a deleted consumer: %v, want no responders or consumer deleted", err)
 	}
 }
