@@ -65,6 +65,9 @@ var drainVariants = []drainVariant{
 	{"plain", drainPlain},
 }
 
+// drainOnly, when set, runs one variant alone (to profile it).
+var drainOnly = flag.String("drain.only", "", "BenchmarkDrain: run only this variant (floodgate or plain), to profile it")
+
 // BenchmarkDrain drains a retry backlog of about b.N messages of 800 B,
 // split equally among 1, 10 and 100 partners, to a no-op (fast) partner,
 // through each variant in turn on one embedded JetStream server (file
@@ -104,6 +107,10 @@ func BenchmarkDrain(b *testing.B) {
 			b.ResetTimer()
 			for i := range drainVariants {
 				v := drainVariants[(i+int(round))%len(drainVariants)]
+				if *drainOnly != "" && v.name != *drainOnly {
+					runs[v.name] = &drainRun{elapsed: 1, times: map[string][]time.Duration{}}
+					continue
+				}
 				prefix := fmt.Sprintf("drain_%d_%d_%s", os.Getpid(), round, v.name)
 				runs[v.name] = v.run(b, ctx, js, prefix, keys, each)
 			}
