@@ -79,18 +79,20 @@ func (b *Breaker) admitHalfOpenLocked(now int64) (Permit, error) {
 	return Permit{b: b, tag: probeFlag | id, start: now}, nil
 }
 
-func (b *Breaker) reportHalfOpenLocked(p Permit, now int64, o Outcome, lat time.Duration) {
+// reportHalfOpenLocked reports whether it released the probe's ledger
+// entry: false when it was reported before or expired. Requires mu held.
+func (b *Breaker) reportHalfOpenLocked(p Permit, now int64, o Outcome, lat time.Duration) bool {
 	id := p.tag &^ probeFlag
 	if b.state == StateHalfOpen && id >= b.led.liveFrom {
 		b.advanceLocked(now) // an expiry may end the period first
 	}
 	e, ok, live := b.led.finish(id)
 	if !ok {
-		return // reported before, or expired (already counted as a failure)
+		return false // reported before, or expired (already counted as a failure)
 	}
 	if !live {
 		b.stale.Add(1) // admitted in an earlier half-open period
-		return
+		return true
 	}
 	switch o {
 	case OutcomeSuccess:
@@ -106,6 +108,7 @@ func (b *Breaker) reportHalfOpenLocked(p Permit, now int64, o Outcome, lat time.
 		// neutral (or cancelled): the slot is free, nothing is counted, and
 		// the period goes on as if the call had never been admitted
 	}
+	return true
 }
 
 // halfOpenOutcomeLocked applies one counted outcome of a half-open admission

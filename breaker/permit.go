@@ -14,7 +14,10 @@ const probeFlag = 1 << 63
 // allocate. Reporting a permit a second time is ignored, however many
 // permits are in flight. A result reported after the breaker changed state
 // (a new generation, compared on all 64 bits) is discarded and counted as
-// stale. The zero Permit (returned with a rejection) ignores reports.
+// stale. The zero Permit (returned with a rejection) ignores reports. The
+// Try forms (TryDone, TryDoneAt, TryRecord, TryRecordAt) also tell whether
+// the report released the permit, for a caller that must act once per
+// call (package partner frees a bulkhead slot).
 type Permit struct {
 	// Four fields, so the compiler keeps a Permit in registers.
 	b     *Breaker
@@ -86,6 +89,70 @@ func (p Permit) RecordAt(now time.Time, o Outcome, latency time.Duration) {
 	b.report(p, b.ns(now), o, max(0, latency))
 }
 
+// TryRecordAt is [Permit.RecordAt] that reports whether this report
+// released the permit: for a closed-state permit, true for exactly one
+// report, the first (of several racing ones, the one that took effect),
+// and false for every other; false for the zero Permit. For a probe
+// ([Permit.IsProbe]) it is false also for the first report when the probe
+// had expired ([Config.MaxProbeWait], which counted it a failure), so a
+// caller that must act once per permit cannot tell a probe's first report
+// by it. It costs a compare-and-swap where RecordAt's closed fast path
+// stores. Like RecordAt, it is safe for concurrent use.
+func (p Permit) TryRecordAt(now time.Time, o Outcome, latency time.Duration) bool {
+	b := p.b
+	if b == nil {
+		return false
+	}
+	return b.reportOnce(p, b.ns(now), o, max(0, latency))
+}
+
+// TryRecord is [Permit.Record] that reports whether this report released
+// the permit (see [Permit.TryRecordAt]).
+func (p Permit) TryRecord(o Outcome, latency time.Duration) bool {
+	b := p.b
+	if b == nil {
+		return false
+	}
+	now := int64(noTime)
+	if p.tag&probeFlag != 0 || b.timeWindow {
+		now = b.nowNs()
+	}
+	return b.reportOnce(p, now, o, max(0, latency))
+}
+
+// TryDone is [Permit.Done] that reports whether this report released the
+// permit (see [Permit.TryRecordAt]).
+func (p Permit) TryDone(err error) bool {
+	b := p.b
+	if b == nil {
+		return false
+	}
+	o := b.classify(err)
+	now, lat := int64(noTime), unknownLatency
+	if p.tag&probeFlag != 0 || b.closedTimed {
+		now = b.nowNs()
+		if p.start != noTime {
+			lat = max(0, time.Duration(now-p.start))
+		}
+	}
+	return b.reportOnce(p, now, o, lat)
+}
+
+// TryDoneAt is [Permit.DoneAt] that reports whether this report released
+// the permit (see [Permit.TryRecordAt]).
+func (p Permit) TryDoneAt(now time.Time, err error) bool {
+	b := p.b
+	if b == nil {
+		return false
+	}
+	n := b.ns(now)
+	lat := unknownLatency
+	if p.start != noTime {
+		lat = max(0, time.Duration(n-p.start))
+	}
+	return b.reportOnce(p, n, b.classify(err), lat)
+}
+
 // Cancel releases the permit without an outcome (like OutcomeNeutral): a
 // cancelled probe frees its slot and counts neither way. Use it when the call
 // was never made, or was abandoned for a reason unrelated to the dependency
@@ -130,21 +197,40 @@ func (b *Breaker) report(p Permit, now int64, o Outcome, lat time.Duration) {
 	b.reportSlow(p, now, o, lat)
 }
 
-func (b *Breaker) reportSlow(p Permit, now int64, o Outcome, lat time.Duration) {
+// reportOnce is report that reports whether it released the permit (see
+// [Permit.TryRecordAt]): its closed fast path releases the slot by
+// compare-and-swap, so of two racing reports exactly one wins.
+func (b *Breaker) reportOnce(p Permit, now int64, o Outcome, lat time.Duration) bool {
+	if s := p.slot; s != nil && o == OutcomeSuccess && lat <= b.slowNs {
+		if s.w.Load() != p.tag {
+			return false
+		}
+		if per := b.per.Load(); per.warm.Load() && per.gen == s.gen().Load() &&
+			(!b.timeWindow || floorDiv(now, b.cw.width) == b.curEpoch.Load()) {
+			return s.w.CompareAndSwap(p.tag, p.tag+1)
+		}
+	}
+	return b.reportSlow(p, now, o, lat)
+}
+
+// reportSlow is report's locked path; it reports whether it released the
+// permit.
+func (b *Breaker) reportSlow(p Permit, now int64, o Outcome, lat time.Duration) (released bool) {
 	b.mu.Lock()
 	if now == noTime {
 		now = b.nowNs()
 	}
 	if p.tag&probeFlag != 0 {
-		b.reportHalfOpenLocked(p, now, o, lat)
+		released = b.reportHalfOpenLocked(p, now, o, lat)
 	} else {
-		b.reportClosedLocked(p, now, o, lat)
+		released = b.reportClosedLocked(p, now, o, lat)
 	}
 	b.armLocked(now)
 	b.unlockAndDispatch()
 	if f := b.fleet.Load(); f != nil && p.tag&probeFlag != 0 { // [fleet hook] free the probe's slot
 		f.probeDone(p, o, lat)
 	}
+	return released
 }
 
 // release frees a closed permit's slot, counting one outcome; false means
@@ -167,34 +253,37 @@ func (b *Breaker) rotateLocked(now, total int64) {
 	b.curEpoch.Store(b.cw.rotate(now, total))
 }
 
-func (b *Breaker) reportClosedLocked(p Permit, now int64, o Outcome, lat time.Duration) {
+// reportClosedLocked reports whether it released p's slot. Requires mu held.
+func (b *Breaker) reportClosedLocked(p Permit, now int64, o Outcome, lat time.Duration) bool {
 	if p.slot.w.Load() != p.tag {
-		return // reported already
+		return false // reported already
 	}
 	// The slot is the permit's while its word is the tag (it never repeats),
 	// so gen is the permit's unless release fails below.
 	if b.state != StateClosed || p.slot.gen().Load() != b.gen {
-		if b.release(p) {
-			b.uncounted++
-			b.stale.Add(1)
+		if !b.release(p) {
+			return false
 		}
-		return
+		b.uncounted++
+		b.stale.Add(1)
+		return true
 	}
 	if b.timeWindow {
 		b.rotateLocked(now, b.periodTotalLocked())
 	}
 	if !b.release(p) {
-		return
+		return false
 	}
 	if o != OutcomeSuccess && o != OutcomeFailure {
 		b.uncounted++ // neutral: not counted at all
-		return
+		return true
 	}
 	total := b.periodTotalLocked()
 	fail := o == OutcomeFailure
 	slow := lat > b.slowNs
 	b.cw.add(total, fail, slow)
 	b.evaluateClosedLocked(now, total)
+	return true
 }
 
 // evaluateClosedLocked judges the window and trips or marks it warm. It runs

@@ -18,14 +18,21 @@ import (
 // WithDeadline's would, cancelled when the call ends (end). Safe for
 // concurrent use.
 type callCtx struct {
-	parent context.Context
 	// word is the deadline in Unix nanoseconds on monoBase's time line
 	// (see unixNs), rounded up to a multiple of 8 (never earlier than
 	// asked), in its high bits, and the flags ctxProbe (set when made),
-	// ctxEnded and ctxLate (set together by end) in its 3 low bits.
-	word  atomic.Int64
-	inner atomic.Pointer[realCtx] // nil until made; never changes after
+	// ctxEnded and ctxLate (set together by end) in its 3 low bits. A
+	// plain int64, first (so 64-bit aligned everywhere), written in the
+	// composite literal that makes the context (an atomic store there
+	// would be a locked instruction on amd64) and atomically after that
+	// (load and or).
+	word   int64
+	parent context.Context
+	inner  atomic.Pointer[realCtx] // nil until made; never changes after
 }
+
+// load returns c.word.
+func (c *callCtx) load() int64 { return atomic.LoadInt64(&c.word) }
 
 // realCtx is the WithDeadline (or, made after an end in time, WithCancel)
 // a callCtx stands for, and its cancel.
@@ -42,29 +49,27 @@ const (
 )
 
 func newCallCtx(parent context.Context, deadline time.Time, probe bool) *callCtx {
-	c := &callCtx{parent: parent}
 	w := (unixNs(deadline) + ctxFlags) &^ ctxFlags
 	if probe {
 		w |= ctxProbe
 	}
-	c.word.Store(w)
-	return c
+	return &callCtx{word: w, parent: parent}
 }
 
 // deadline returns the context's own deadline (the middleware's), with a
 // monotonic reading, so timers and comparisons follow the monotonic clock.
 func (c *callCtx) deadline() time.Time {
-	return monoBase.Add(time.Duration(c.word.Load()&^ctxFlags - monoBaseNs))
+	return monoBase.Add(time.Duration(c.load()&^ctxFlags - monoBaseNs))
 }
 
 // end cancels the context, as the deferred cancel of a WithDeadline would:
 // now is the wall time the call ended. Called once.
 func (c *callCtx) end(now time.Time) {
 	f := int64(ctxEnded)
-	if unixNs(now) >= c.word.Load()&^ctxFlags {
+	if unixNs(now) >= c.load()&^ctxFlags {
 		f |= ctxLate
 	}
-	c.word.Or(f)
+	atomic.OrInt64(&c.word, f)
 	if r := c.inner.Load(); r != nil {
 		r.stop()
 	}
@@ -81,7 +86,7 @@ func (c *callCtx) real() context.Context {
 		return r.ctx
 	}
 	r := new(realCtx)
-	if c.word.Load()&(ctxEnded|ctxLate) == ctxEnded { // ended in time
+	if c.load()&(ctxEnded|ctxLate) == ctxEnded { // ended in time
 		r.ctx, r.stop = context.WithCancel(c.parent)
 	} else {
 		r.ctx, r.stop = context.WithDeadline(c.parent, c.deadline())
@@ -90,7 +95,7 @@ func (c *callCtx) real() context.Context {
 		r.stop()
 		return c.inner.Load().ctx
 	}
-	if c.word.Load()&ctxEnded != 0 {
+	if c.load()&ctxEnded != 0 {
 		r.stop()
 	}
 	return r.ctx
@@ -110,7 +115,7 @@ func (c *callCtx) Done() <-chan struct{} { return c.real().Done() }
 // Err is nil, without making the real context, while the call runs, the
 // parent is not done and the deadline has not passed.
 func (c *callCtx) Err() error {
-	if w := c.word.Load(); c.inner.Load() == nil && w&ctxEnded == 0 && c.parent.Err() == nil && unixNs(wallNow()) < w&^ctxFlags {
+	if w := c.load(); c.inner.Load() == nil && w&ctxEnded == 0 && c.parent.Err() == nil && unixNs(wallNow()) < w&^ctxFlags {
 		return nil
 	}
 	return c.real().Err()
@@ -119,7 +124,7 @@ func (c *callCtx) Err() error {
 func (c *callCtx) Value(key any) any {
 	switch key {
 	case probeKey{}:
-		if c.word.Load()&ctxProbe != 0 {
+		if c.load()&ctxProbe != 0 {
 			return true
 		}
 	case cancelCtxKey:

@@ -357,11 +357,12 @@ func (g *guard) failed(msg *message.Message, c *call) error {
 // route's for a drained message, else [Config.PartnerKey]'s, else
 // [Config.DefaultPartner]; or an error wrapping [ErrNoPartner].
 func (g *guard) partnerKey(msg *message.Message) (key string, err error) {
-	ctx := msg.Context()
-	if k, ok := retryqueue.DrainedPartner(ctx, msg); ok {
-		return k, nil
-	}
-	if retryqueue.FromDrain(ctx) {
+	// A live message's context is looked up once (FromDrain): the
+	// drainer's context carries both marks.
+	if ctx := msg.Context(); retryqueue.FromDrain(ctx) {
+		if k, ok := retryqueue.DrainedPartner(ctx, msg); ok {
+			return k, nil
+		}
 		// Drained from a route whose key is not known: never re-chosen
 		// from the message.
 		return "", fmt.Errorf("%w: drained message's route has no known partner key", ErrNoPartner)

@@ -115,9 +115,9 @@ func (p *Partner) unhold() {
 // error: [ErrBulkheadFull] (MaxInFlight calls in flight; the breaker was
 // not asked), a [*breaker.RejectedError] matching [breaker.ErrOpen] or
 // [breaker.ErrProbeLimit], or [ErrEvicted] (use [Registry.Acquire], which
-// looks the key up again). It does not allocate (but for the first lease
-// of a P, from a sync.Pool) and reads the clock as [breaker.Breaker.Allow]
-// does.
+// looks the key up again). It does not allocate (but for the first probe
+// lease of a P, from a sync.Pool) and reads the clock as
+// [breaker.Breaker.Allow] does.
 func (p *Partner) Acquire() (Lease, error) {
 	if err := p.hold(true); err != nil {
 		return Lease{}, err
@@ -127,8 +127,10 @@ func (p *Partner) Acquire() (Lease, error) {
 		p.unhold()
 		return Lease{}, err
 	}
-	g := guards.Get().(*guard)
-	return Lease{p: p, permit: permit, g: g, gen: g.gen.Load()}, nil
+	if permit.IsProbe() {
+		return probeLease(p, permit), nil
+	}
+	return Lease{p: p, permit: permit}, nil
 }
 
 // AcquireAt is [Partner.Acquire] at time now, which the caller read from
@@ -145,8 +147,21 @@ func (p *Partner) AcquireAt(now time.Time) (Lease, error) {
 		p.unhold()
 		return Lease{}, err
 	}
+	if permit.IsProbe() {
+		return probeLease(p, permit), nil
+	}
+	return Lease{p: p, permit: permit}, nil
+}
+
+// probeLease is the lease of a probe's permit on p, with a guard. A
+// closed-state permit tells its first report itself
+// ([breaker.Permit.TryRecordAt]); a probe's cannot (an expired probe's
+// first report is ignored too), so a probe's lease takes a guard (see
+// guard). Acquire and AcquireAt call it only for a probe, to keep the
+// stack of an admission shallow.
+func probeLease(p *Partner, permit breaker.Permit) Lease {
 	g := guards.Get().(*guard)
-	return Lease{p: p, permit: permit, g: g, gen: g.gen.Load()}, nil
+	return Lease{p: p, permit: permit, g: g, gen: g.gen.Load()}
 }
 
 // Lease is one call admitted by [Partner.Acquire] or [Registry.Acquire]:
@@ -154,27 +169,31 @@ func (p *Partner) AcquireAt(now time.Time) (Lease, error) {
 // Report the outcome once, with Done, DoneAt, Record, RecordAt or Cancel:
 // that reports to the breaker, then frees the bulkhead slot. Report before
 // anything that may take long (the slot and the partner stay held until
-// then). A second report is ignored, as is any report of the zero Lease.
-// A Lease is a small value, copied freely; reporting does not allocate.
+// then). A second report is ignored, as is any report of the zero Lease;
+// of reports racing each other, one takes effect. A Lease is a small
+// value, copied freely; reporting does not allocate.
 type Lease struct {
 	p      *Partner
 	permit breaker.Permit
-	g      *guard
+	g      *guard // a probe's; nil for a closed-state permit
 	gen    uint64
 }
 
-// guard makes a lease's report happen once: a report swaps gen to gen+1,
+// guard makes a probe's lease report once: a report swaps gen to gen+1,
 // then returns the guard to its pool, so a later report of the same lease
-// finds another gen. gen only grows, so there is no ABA.
+// finds another gen. gen only grows, so there is no ABA. A closed-state
+// lease needs none: its permit's Try reports tell the first report.
 type guard struct{ gen atomic.Uint64 }
 
 var guards = sync.Pool{New: func() any { return new(guard) }}
 
-// claim reports whether this is the lease's first report.
+// claim reports whether this is a probe lease's first report.
 func (l Lease) claim() bool {
 	return l.g != nil && l.g.gen.CompareAndSwap(l.gen, l.gen+1)
 }
 
+// finish frees a probe lease's guard and its bulkhead slot, after its
+// first report.
 func (l Lease) finish() {
 	guards.Put(l.g)
 	l.p.unhold()
@@ -190,7 +209,11 @@ func (l Lease) IsProbe() bool { return l.permit.IsProbe() }
 // Done reports the call's error to the breaker ([breaker.Permit.Done]) and
 // frees the bulkhead slot.
 func (l Lease) Done(err error) {
-	if l.claim() {
+	if l.g == nil {
+		if l.permit.TryDone(err) {
+			l.p.unhold()
+		}
+	} else if l.claim() {
 		l.permit.Done(err)
 		l.finish()
 	}
@@ -198,7 +221,11 @@ func (l Lease) Done(err error) {
 
 // DoneAt is [Lease.Done] at time now ([breaker.Permit.DoneAt]).
 func (l Lease) DoneAt(now time.Time, err error) {
-	if l.claim() {
+	if l.g == nil {
+		if l.permit.TryDoneAt(now, err) {
+			l.p.unhold()
+		}
+	} else if l.claim() {
 		l.permit.DoneAt(now, err)
 		l.finish()
 	}
@@ -207,7 +234,11 @@ func (l Lease) DoneAt(now time.Time, err error) {
 // Record reports an explicit outcome and latency ([breaker.Permit.Record])
 // and frees the bulkhead slot.
 func (l Lease) Record(o breaker.Outcome, latency time.Duration) {
-	if l.claim() {
+	if l.g == nil {
+		if l.permit.TryRecord(o, latency) {
+			l.p.unhold()
+		}
+	} else if l.claim() {
 		l.permit.Record(o, latency)
 		l.finish()
 	}
@@ -215,7 +246,11 @@ func (l Lease) Record(o breaker.Outcome, latency time.Duration) {
 
 // RecordAt is [Lease.Record] at time now ([breaker.Permit.RecordAt]).
 func (l Lease) RecordAt(now time.Time, o breaker.Outcome, latency time.Duration) {
-	if l.claim() {
+	if l.g == nil {
+		if l.permit.TryRecordAt(now, o, latency) {
+			l.p.unhold()
+		}
+	} else if l.claim() {
 		l.permit.RecordAt(now, o, latency)
 		l.finish()
 	}
@@ -225,7 +260,11 @@ func (l Lease) RecordAt(now time.Time, o breaker.Outcome, latency time.Duration)
 // the call was never made, or was abandoned for a reason unrelated to the
 // partner.
 func (l Lease) Cancel() {
-	if l.claim() {
+	if l.g == nil {
+		if l.permit.TryRecord(breaker.OutcomeNeutral, 0) { // what Permit.Cancel reports
+			l.p.unhold()
+		}
+	} else if l.claim() {
 		l.permit.Cancel()
 		l.finish()
 	}
