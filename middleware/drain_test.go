@@ -117,7 +117,7 @@ func TestDrainedRejectionStaysInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	natstest.Eventually(t, 10*time.Second, func() bool { return d.Stats().Drained == n }, "backlog drained once admitted")
-	natstest.Eventually(t, 5*time.Second, func() bool { return streamState(t, h.env).Msgs == 0 }, "retry stream empty")
+	natstest.Eventually(t, 30*time.Second, func() bool { return streamState(t, h.env).Msgs == 0 }, "retry stream empty")
 	if st := streamState(t, h.env); st.LastSeq != h.base+n {
 		t.Errorf("retry stream last sequence %d, want %d: a drained message was published again", st.LastSeq, h.base+n)
 	}

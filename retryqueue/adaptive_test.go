@@ -185,7 +185,7 @@ func TestPerKeyOrdering(t *testing.T) {
 	if d.Stats().Deferred == 0 {
 		t.Error("no message was held back behind A2")
 	}
-	natstest.Eventually(t, 5*time.Second, func() bool { return e.q.HeldKeys() == 0 }, "index empty after the drain")
+	natstest.Eventually(t, 30*time.Second, func() bool { return e.q.HeldKeys() == 0 }, "index empty after the drain")
 	if e.q.Holds(live("A")) {
 		t.Fatal("A still held after its backlog drained")
 	}
@@ -212,7 +212,7 @@ func TestOrderingIndexRebuilt(t *testing.T) {
 	startDrainer(t, e2, retryqueue.DrainerConfig{Handler: (&recorder{}).handler(nil), Gate: &gate{}, PollInterval: 10 * time.Millisecond})
 	m := message.NewMessage("live", nil)
 	m.Metadata.Set("key", "K")
-	natstest.Eventually(t, 5*time.Second, func() bool { return q2.Holds(m) }, "index rebuilt")
+	natstest.Eventually(t, 30*time.Second, func() bool { return q2.Holds(m) }, "index rebuilt")
 }
 
 // Status reports the backlog, pause, measured rate and time to empty.
@@ -222,7 +222,7 @@ func TestStatus(t *testing.T) {
 	g := &gate{}
 	d := startDrainer(t, e, retryqueue.DrainerConfig{Handler: (&recorder{}).handler(nil), Gate: g, Rate: 40, FixedRate: true,
 		AdjustInterval: 100 * time.Millisecond, PollInterval: 10 * time.Millisecond})
-	natstest.Eventually(t, 5*time.Second, func() bool { return d.Stats().GateClosed > 2 }, "paused")
+	natstest.Eventually(t, 30*time.Second, func() bool { return d.Stats().GateClosed > 2 }, "paused")
 	s, err := d.Status(context.Background())
 	if err != nil || s.Backlog != 60 || !s.Paused || s.ETA != -1 || s.Rate != 40 {
 		t.Fatalf("paused status = %+v, %v", s, err)
@@ -284,9 +284,9 @@ func TestDrainPausesWhenGateCloses(t *testing.T) {
 	natstest.Eventually(t, 10*time.Second, func() bool { return d.Stats().Drained >= 20 }, "draining")
 	g.budget.Store(0)
 	closedAt := d.Stats().GateClosed
-	natstest.Eventually(t, 5*time.Second, func() bool { return d.Stats().GateClosed > closedAt }, "gate seen closed")
+	natstest.Eventually(t, 30*time.Second, func() bool { return d.Stats().GateClosed > closedAt }, "gate seen closed")
 	fetched := d.Stats().Fetched
-	natstest.Eventually(t, 5*time.Second, func() bool { return d.Stats().GateClosed > closedAt+10 }, "ten more looks at the closed gate")
+	natstest.Eventually(t, 30*time.Second, func() bool { return d.Stats().GateClosed > closedAt+10 }, "ten more looks at the closed gate")
 	if got := d.Stats().Fetched; got != fetched {
 		t.Fatalf("fetched %d more while the gate was closed", got-fetched)
 	}

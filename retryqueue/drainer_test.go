@@ -90,7 +90,7 @@ func TestDrainOnlyWhileGateAdmits(t *testing.T) {
 	rec := &recorder{}
 	d := startDrainer(t, e, retryqueue.DrainerConfig{Handler: rec.handler(nil), Gate: g, Rate: 1000, Burst: 5, MaxInFlight: 5, PollInterval: 20 * time.Millisecond})
 
-	natstest.Eventually(t, 5*time.Second, func() bool { return d.Stats().GateClosed >= 5 }, "drainer polled the closed gate")
+	natstest.Eventually(t, 30*time.Second, func() bool { return d.Stats().GateClosed >= 5 }, "drainer polled the closed gate")
 	if s := d.Stats(); s.Fetched != 0 || rec.count() != 0 {
 		t.Fatalf("gate 0: fetched %d, handled %d; want 0, 0", s.Fetched, rec.count())
 	}
@@ -101,7 +101,7 @@ func TestDrainOnlyWhileGateAdmits(t *testing.T) {
 	g.budget.Store(1 << 30)
 	d.Wake()
 	natstest.Eventually(t, 10*time.Second, func() bool { return d.Stats().Drained == 20 }, "20 drained")
-	natstest.Eventually(t, 5*time.Second, func() bool { return streamCount(t, e.js, e.q.RetryTopic()) == 0 }, "retry stream empty (work queue)")
+	natstest.Eventually(t, 30*time.Second, func() bool { return streamCount(t, e.js, e.q.RetryTopic()) == 0 }, "retry stream empty (work queue)")
 	if n, _ := d.Backlog(context.Background()); n != 0 {
 		t.Fatalf("backlog after drain = %d", n)
 	}
@@ -209,8 +209,8 @@ func TestDrainAcksOnlyAfterHandlerSucceeded(t *testing.T) {
 		t.Fatalf("stats %+v, want 1 redelivered, 0 drained", s)
 	}
 	unblock()
-	natstest.Eventually(t, 5*time.Second, func() bool { return d.Stats().Drained == 1 }, "acked after success")
-	natstest.Eventually(t, 5*time.Second, func() bool { return streamCount(t, e.js, e.q.RetryTopic()) == 0 }, "removed from the retry stream")
+	natstest.Eventually(t, 30*time.Second, func() bool { return d.Stats().Drained == 1 }, "acked after success")
+	natstest.Eventually(t, 30*time.Second, func() bool { return streamCount(t, e.js, e.q.RetryTopic()) == 0 }, "removed from the retry stream")
 }
 
 // A message diverted after a failure is not handed to the handler before

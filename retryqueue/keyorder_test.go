@@ -103,7 +103,7 @@ func TestLongPauseKeepsKeyOrder(t *testing.T) {
 	}
 	startDrainer(t, e, retryqueue.DrainerConfig{Handler: handler, Gate: g, AckWait: time.Second,
 		Rate: 1000, FixedRate: true, PollInterval: 20 * time.Millisecond})
-	natstest.Eventually(t, 5*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return failed }, "A1 failed")
+	natstest.Eventually(t, 30*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return failed }, "A1 failed")
 	time.Sleep(3500 * time.Millisecond) // open window
 	g.budget.Store(1)                   // half-open: one probe slot
 	natstest.Eventually(t, 15*time.Second, func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 3 }, "3 delivered")

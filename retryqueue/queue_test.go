@@ -642,7 +642,7 @@ func TestDivertOtherMessageUnderDrainContext(t *testing.T) {
 	g := &gate{}
 	g.budget.Store(1 << 30)
 	d := startDrainer(t, e, retryqueue.DrainerConfig{Handler: handler, Gate: g, PollInterval: 20 * time.Millisecond})
-	natstest.Eventually(t, 5*time.Second, func() bool { return d.Stats().Drained == 2 }, "both drained")
+	natstest.Eventually(t, 30*time.Second, func() bool { return d.Stats().Drained == 2 }, "both drained")
 	mu.Lock()
 	defer mu.Unlock()
 	if divErr != nil {

@@ -20,7 +20,7 @@ func TestStatusShowsParkedPartner(t *testing.T) {
 	const why = `as2 send: partner parked (as2-trust): MDN signer "CN=MALLORY" (serial 4): as2: certificate is not the pinned one`
 	b.ForceOpenReason(why)
 	var st []breakerStatus
-	natstest.Eventually(t, 5*time.Second, func() bool {
+	natstest.Eventually(t, 30*time.Second, func() bool {
 		out, _, code := cli("status", "-breaker", "partner", "-format", "json")
 		st = nil
 		return code == exitOK && json.Unmarshal([]byte(out), &st) == nil && len(st) == 1 && st[0].Forced
@@ -36,6 +36,6 @@ func TestStatusShowsParkedPartner(t *testing.T) {
 	if _, errs, code := cli("close", "-breaker", "partner"); code != exitOK {
 		t.Fatalf("close: exit %d: %s", code, errs)
 	}
-	natstest.Eventually(t, 5*time.Second, func() bool { return b.State() == breaker.StateClosed && !b.Snapshot().Forced },
+	natstest.Eventually(t, 30*time.Second, func() bool { return b.State() == breaker.StateClosed && !b.Snapshot().Forced },
 		"the replica un-parked by floodgate close")
 }

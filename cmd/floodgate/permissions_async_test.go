@@ -216,7 +216,7 @@ func TestPermissionsAsyncMDNAndSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, s := range denied {
-		natstest.Eventually(t, 5*time.Second, func() bool { return vB.has(s) }, "b: no permission violation for publish to %q", s)
+		natstest.Eventually(t, 30*time.Second, func() bool { return vB.has(s) }, "b: no permission violation for publish to %q", s)
 	}
 	vA.mu.Lock()
 	defer vA.mu.Unlock()

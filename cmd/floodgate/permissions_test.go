@@ -227,9 +227,9 @@ func TestPermissionsUnderTLS(t *testing.T) {
 	for nc, subjects := range denied {
 		v := vs[nc]
 		for _, s := range subjects {
-			natstest.Eventually(t, 5*time.Second, func() bool { return v.has(s) }, "%s: no permission violation for publish to %q", nc.Opts.User, s)
+			natstest.Eventually(t, 30*time.Second, func() bool { return v.has(s) }, "%s: no permission violation for publish to %q", nc.Opts.User, s)
 		}
-		natstest.Eventually(t, 5*time.Second, func() bool { return v.has(inboxA) }, "%s: no permission violation for subscription to A's inbox", nc.Opts.User)
+		natstest.Eventually(t, 30*time.Second, func() bool { return v.has(inboxA) }, "%s: no permission violation for subscription to A's inbox", nc.Opts.User)
 	}
 
 	// The read-only operator runs status and backlog, and cannot purge,

@@ -190,10 +190,10 @@ func TestReadOnlyOperatorReadsNoMessage(t *testing.T) {
 	}
 	wg.Wait()
 	for _, s := range want {
-		natstest.Eventually(t, 5*time.Second, func() bool { return v.has(s) }, "ro: no permission violation for %q", s)
+		natstest.Eventually(t, 30*time.Second, func() bool { return v.has(s) }, "ro: no permission violation for %q", s)
 	}
 	for _, p := range wantPrefix {
-		natstest.Eventually(t, 5*time.Second, func() bool { return v.hasPrefix(p) }, "ro: no permission violation for a subject %q…", p)
+		natstest.Eventually(t, 30*time.Second, func() bool { return v.hasPrefix(p) }, "ro: no permission violation for a subject %q…", p)
 	}
 
 	cli := func(user, pass string, args ...string) (string, string, int) {

@@ -84,7 +84,7 @@ func TestFleetCommands(t *testing.T) {
 	if len(st) != 1 || st[0].State != "open" || !st[0].Forced || st[0].Reason != "partner maintenance" || st[0].UpdatedBy != "floodgate-cli" {
 		t.Fatalf("after open: %+v", st)
 	}
-	natstest.Eventually(t, 3*time.Second, func() bool { return b.State() == breaker.StateOpen && b.Snapshot().Forced },
+	natstest.Eventually(t, 30*time.Second, func() bool { return b.State() == breaker.StateOpen && b.Snapshot().Forced },
 		"replica not forced open")
 
 	out, errs, code = cli("status")
@@ -95,7 +95,7 @@ func TestFleetCommands(t *testing.T) {
 	if _, errs, code = cli("close", "-breaker", "partner"); code != exitOK {
 		t.Fatalf("close: exit %d: %s", code, errs)
 	}
-	natstest.Eventually(t, 3*time.Second, func() bool { return b.State() == breaker.StateClosed && !b.Snapshot().Forced },
+	natstest.Eventually(t, 30*time.Second, func() bool { return b.State() == breaker.StateClosed && !b.Snapshot().Forced },
 		"replica not closed")
 
 	// A trip of the replica shows in status, and reset puts the ladder back.
@@ -104,7 +104,7 @@ func TestFleetCommands(t *testing.T) {
 			p.Record(breaker.OutcomeFailure, time.Millisecond)
 		}
 	}
-	natstest.Eventually(t, 3*time.Second, func() bool {
+	natstest.Eventually(t, 30*time.Second, func() bool {
 		out, _, _ := cli("status", "-breaker", "partner", "-format", "json")
 		st := decode(out)
 		return len(st) == 1 && st[0].ConsecutiveTrips == 1 && st[0].UpdatedBy == "r1"
@@ -113,7 +113,7 @@ func TestFleetCommands(t *testing.T) {
 	if st := decode(out); code != exitOK || st[0].State != "closed" || st[0].ConsecutiveTrips != 0 {
 		t.Fatalf("reset: exit %d %s: %+v", code, errs, st)
 	}
-	natstest.Eventually(t, 3*time.Second, func() bool {
+	natstest.Eventually(t, 30*time.Second, func() bool {
 		s := b.Snapshot()
 		return s.State == breaker.StateClosed && s.ConsecutiveTrips == 0
 	}, "replica not reset")
@@ -229,11 +229,11 @@ func TestFleetCommandsWithoutState(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Leave()
-	natstest.Eventually(t, 3*time.Second, func() bool { return b.State() == breaker.StateOpen && b.Snapshot().Forced },
+	natstest.Eventually(t, 30*time.Second, func() bool { return b.State() == breaker.StateOpen && b.Snapshot().Forced },
 		"replica that joined after open is not forced open")
 	_, errs, code = cli("reset", "-breaker", "partner")
 	if code != exitOK || strings.Contains(errs, "note") {
 		t.Errorf("reset of a joined breaker: exit %d, err %q", code, errs)
 	}
-	natstest.Eventually(t, 3*time.Second, func() bool { return b.State() == breaker.StateClosed }, "replica not reset")
+	natstest.Eventually(t, 30*time.Second, func() bool { return b.State() == breaker.StateClosed }, "replica not reset")
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -280,33 +279,47 @@ func runReplica(raw string) int {
 		drainer.Wake()
 	})
 
-	sub, err := jsq.NewSubscriber(jsq.SubscriberConfig{
-		URL: cfg.URLs, ConnectOptions: []nats.Option{nats.Name(cfg.Replica + "-sub"), nats.ReconnectWait(50 * time.Millisecond)},
-		ConsumerName: func(string) string { return cfg.Consumer },
-		Concurrency:  cfg.Workers, AckWait: 5 * time.Second, FetchWait: 500 * time.Millisecond,
-		NakDelay: func(uint64) time.Duration { return 150 * time.Millisecond },
-	})
-	if err != nil {
-		return fail("subscriber", err)
-	}
-	router, err := message.NewRouter(message.RouterConfig{CloseTimeout: 5 * time.Second}, watermill.NopLogger{})
-	if err != nil {
-		return fail("router", err)
-	}
-	router.AddConsumerHandler("deliver", cfg.Topic, sub, func(m *message.Message) error {
-		_, err := guarded(m)
-		return err
-	})
 	var wg sync.WaitGroup
 	rctx, rcancel := context.WithCancel(ctx)
 	defer rcancel()
-	wg.Go(func() { _ = router.Run(rctx) })
 	wg.Go(func() { _ = drainer.Run(rctx) })
-	select {
-	case <-router.Running():
-	case <-time.After(20 * time.Second):
-		rcancel()
-		return fail("router", errors.New("not running after 20s"))
+	// The router runs once its subscription exists. Creating the durable
+	// consumer on the R3 work stream is a JetStream API call with the
+	// client's default 5 s timeout, which a loaded machine or a cluster
+	// electing a leader can exceed: the router's Run then returns the error
+	// and the replica starts a new router. The test's wait for "ready" is
+	// the hang guard.
+	var router *message.Router
+	for {
+		sub, err := jsq.NewSubscriber(jsq.SubscriberConfig{
+			URL: cfg.URLs, ConnectOptions: []nats.Option{nats.Name(cfg.Replica + "-sub"), nats.ReconnectWait(50 * time.Millisecond)},
+			ConsumerName: func(string) string { return cfg.Consumer },
+			Concurrency:  cfg.Workers, AckWait: 5 * time.Second, FetchWait: 500 * time.Millisecond,
+			NakDelay: func(uint64) time.Duration { return 150 * time.Millisecond },
+		})
+		if err != nil {
+			return fail("subscriber", err)
+		}
+		router, err = message.NewRouter(message.RouterConfig{CloseTimeout: 5 * time.Second}, watermill.NopLogger{})
+		if err != nil {
+			return fail("router", err)
+		}
+		router.AddConsumerHandler("deliver", cfg.Topic, sub, func(m *message.Message) error {
+			_, err := guarded(m)
+			return err
+		})
+		runErr := make(chan error, 1)
+		wg.Go(func() { runErr <- router.Run(rctx) })
+		select {
+		case <-router.Running():
+		case err := <-runErr:
+			fmt.Fprintf(os.Stderr, "replica %s: router: %v; starting another\n", cfg.Replica, err)
+			_ = router.Close()
+			_ = sub.Close()
+			time.Sleep(100 * time.Millisecond)
+			continue
+		}
+		break
 	}
 	wg.Go(func() {
 		for rctx.Err() == nil {

@@ -168,9 +168,22 @@ func TestDrainTimer(t *testing.T) {
 
 func TestSummaryElapsedAndJSON(t *testing.T) {
 	var s exampleutil.Summary
+	start := time.Date(2025, 3, 14, 9, 30, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		after time.Duration
+		want  float64
+	}{{1540 * time.Millisecond, 1.5}, {1550 * time.Millisecond, 1.6}, {0, 0}, {59960 * time.Millisecond, 60}} {
+		s.ElapsedAt(start, start.Add(tc.after))
+		if s.ElapsedS != tc.want {
+			t.Errorf("ElapsedAt after %v: %v, want %v", tc.after, s.ElapsedS, tc.want)
+		}
+	}
+	// Elapsed reads the clock: at least the 1.5 s already gone, however
+	// slow the machine (an exact value would assume the two clock reads
+	// are less than 10 ms apart).
 	s.Elapsed(time.Now().Add(-1540 * time.Millisecond))
-	if s.ElapsedS != 1.5 {
-		t.Errorf("elapsed %v, want 1.5", s.ElapsedS)
+	if s.ElapsedS < 1.5 {
+		t.Errorf("Elapsed 1.54 s ago: %v, want >= 1.5", s.ElapsedS)
 	}
 	path := filepath.Join(t.TempDir(), "s.json")
 	if err := exampleutil.WriteJSON(path, struct {

@@ -146,9 +146,16 @@ func PrintPartners(w io.Writer, ps []PartnerSummary) {
 	}
 }
 
-// Elapsed sets ElapsedS to the time since start, rounded to 0.1 s.
+// Elapsed sets ElapsedS to the time since start, rounded to 0.1 s: it is
+// [Summary.ElapsedAt] at time.Now().
 func (s *Summary) Elapsed(start time.Time) {
-	s.ElapsedS = math.Round(time.Since(start).Seconds()*10) / 10
+	s.ElapsedAt(start, time.Now())
+}
+
+// ElapsedAt sets ElapsedS to the time from start to now, in seconds rounded
+// to 0.1 s (half away from zero).
+func (s *Summary) ElapsedAt(start, now time.Time) {
+	s.ElapsedS = math.Round(now.Sub(start).Seconds()*10) / 10
 }
 
 // WriteJSON writes v as one indented JSON object to path.

@@ -56,7 +56,7 @@ func TestStartRestartShutdown(t *testing.T) {
 	}
 	// The client reconnects by itself; the stream and its message survived.
 	var info *jetstream.StreamInfo
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		st, err := js.Stream(ctx, "S")
 		if err == nil {

@@ -236,12 +236,30 @@ func TestMDNAndNoMDN(t *testing.T) {
 	}
 }
 
+// TestMaxConcurrent: four requests in progress at once count as
+// MaxConcurrent 4. A gate in front of the partner lets them in together once
+// all four arrived (30 s hang guard), so the 500 ms latency is not also the
+// time a loaded machine has to start four clients.
 func TestMaxConcurrent(t *testing.T) {
 	p, err := as2partner.New(as2partner.Config{Script: []as2partner.Phase{{Latency: 500 * time.Millisecond}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(p)
+	var mu sync.Mutex
+	arrived, all := 0, make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		if arrived++; arrived == 4 {
+			close(all)
+		}
+		mu.Unlock()
+		select {
+		case <-all:
+		case <-time.After(30 * time.Second):
+			t.Error("four requests did not arrive within 30 s")
+		}
+		p.ServeHTTP(w, r)
+	}))
 	defer srv.Close()
 	var wg sync.WaitGroup
 	for i := range 4 {

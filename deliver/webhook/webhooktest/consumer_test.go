@@ -61,7 +61,8 @@ func sender(t *testing.T, url string, clock *fakeClock, timeout time.Duration) *
 }
 
 // TestDegradedP99 measures the latencies of the degraded phase and of the
-// recovered one: the P99 is the spike before recovery, fast after.
+// recovered one: the P99 is the spike before recovery; after it no request
+// waits the spike.
 func TestDegradedP99(t *testing.T) {
 	clock := &fakeClock{t: t0}
 	const spike = 150 * time.Millisecond
@@ -87,8 +88,11 @@ func TestDegradedP99(t *testing.T) {
 	if p99 := degraded[len(degraded)*99/100]; p99 < spike {
 		t.Errorf("degraded P99 = %v, want >= %v", p99, spike)
 	}
-	if p50 := degraded[len(degraded)/2]; p50 >= spike {
-		t.Errorf("degraded P50 = %v, want fast", p50)
+	// The rest were fast: the consumer made only those 2 wait the spike. (A
+	// latency measured by the client has no upper bound on a loaded machine,
+	// so "fast" is the consumer's count, not a client-side P50.)
+	if st := c.Stats(); st.Slow != 2 || st.Processed != 40 {
+		t.Errorf("degraded phase: %d of %d requests waited the spike, want 2 of 40", st.Slow, st.Processed)
 	}
 	if got := c.PhaseAt(clock.Now()).Name; got != "degraded" {
 		t.Errorf("phase %q", got)
@@ -97,10 +101,8 @@ func TestDegradedP99(t *testing.T) {
 	if got := c.PhaseAt(clock.Now()).Name; got != "recovered" {
 		t.Errorf("phase after recovery %q", got)
 	}
-	recovered := measure("r", 40)
-	if max := recovered[len(recovered)-1]; max >= spike {
-		t.Errorf("recovered max latency = %v, want < %v", max, spike)
-	}
+	measure("r", 40)
+	// None of the recovered phase's requests waited the spike: Slow stays 2.
 	st := c.Stats()
 	if st.Slow != 2 || st.Processed != 80 || st.Unique != 80 || st.Duplicates != 0 || st.BadSignatures != 0 {
 		t.Errorf("Stats = %+v", st)
@@ -109,12 +111,14 @@ func TestDegradedP99(t *testing.T) {
 
 // TestTimeoutRetryDuplicate: a spike longer than the sender's timeout; the
 // consumer processes the request anyway, the sender retries, and the
-// consumer counts the duplicate under the same idempotency key.
+// consumer counts the duplicate under the same idempotency key. The spike
+// (1 s) is far above the timeout (50 ms), so the consumer has long seen the
+// client go away when its work ends (Abandoned), even on a loaded machine.
 func TestTimeoutRetryDuplicate(t *testing.T) {
 	clock := &fakeClock{t: t0}
 	c, srv := start(t, webhooktest.Config{
 		Secret: secret, Clock: clock,
-		Script: webhooktest.Degraded(time.Minute, 0, 300*time.Millisecond, 1),
+		Script: webhooktest.Degraded(time.Minute, 0, time.Second, 1),
 	})
 	s := sender(t, srv.URL, clock, 50*time.Millisecond)
 	err := s.Send(context.Background(), "trigger-1", []byte(`{"event":"exit"}`))
@@ -122,7 +126,7 @@ func TestTimeoutRetryDuplicate(t *testing.T) {
 		t.Fatalf("Send = %v, want retryable timeout", err)
 	}
 	// The consumer finishes the work although nobody waits.
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for c.Stats().Processed != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the abandoned request was never processed")
@@ -130,7 +134,10 @@ func TestTimeoutRetryDuplicate(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	clock.Set(t0.Add(2 * time.Minute)) // recovered
-	if err := s.Send(context.Background(), "trigger-1", []byte(`{"event":"exit"}`)); err != nil {
+	// The retry gets a hang guard for its timeout: the recovered consumer
+	// answers at once, but on a loaded machine not always within 50 ms.
+	retry := sender(t, srv.URL, clock, time.Minute)
+	if err := retry.Send(context.Background(), "trigger-1", []byte(`{"event":"exit"}`)); err != nil {
 		t.Fatalf("retry: %v", err)
 	}
 	st := c.Stats()
