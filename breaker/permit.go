@@ -40,15 +40,22 @@ func (p Permit) Done(err error) {
 	if b == nil {
 		return
 	}
-	o := b.classify(err)
-	now, lat := int64(noTime), unknownLatency
+	o, now, lat := p.judge(b, err)
+	b.report(p, now, o, lat)
+}
+
+// judge classifies err and, for a probe or a time-based closed window,
+// reads the clock and the latency since admission (else noTime and
+// unknownLatency): what Done and TryDone report.
+func (p Permit) judge(b *Breaker, err error) (o Outcome, now int64, lat time.Duration) {
+	o, now, lat = b.classify(err), noTime, unknownLatency
 	if p.tag&probeFlag != 0 || b.closedTimed {
 		now = b.nowNs()
 		if p.start != noTime {
 			lat = max(0, time.Duration(now-p.start))
 		}
 	}
-	b.report(p, now, o, lat)
+	return o, now, lat
 }
 
 // DoneAt is [Permit.Done] at time now; the latency is now minus the
@@ -127,14 +134,7 @@ func (p Permit) TryDone(err error) bool {
 	if b == nil {
 		return false
 	}
-	o := b.classify(err)
-	now, lat := int64(noTime), unknownLatency
-	if p.tag&probeFlag != 0 || b.closedTimed {
-		now = b.nowNs()
-		if p.start != noTime {
-			lat = max(0, time.Duration(now-p.start))
-		}
-	}
+	o, now, lat := p.judge(b, err)
 	return b.reportOnce(p, now, o, lat)
 }
 
