@@ -22,8 +22,7 @@ import (
 type flow struct {
 	s          *Subscriber
 	stop, base context.Context
-	cons       jetstream.Consumer
-	puller     *pull.Puller // the feeder's; closed by wait
+	puller     *pull.Puller // the feeder's; it closes it when it returns
 	d          Delivery
 	out        chan<- *message.Message
 	acks       *acks
@@ -56,7 +55,7 @@ var onNewFlow atomic.Pointer[func(*flow)]
 func newFlow(s *Subscriber, stop, base context.Context, cons jetstream.Consumer, p *pull.Puller, d Delivery, out chan<- *message.Message, a *acks) *flow {
 	credit := s.cfg.Concurrency + max(s.cfg.Prefetch, 0)
 	f := &flow{
-		s: s, stop: stop, base: base, cons: cons, puller: p, d: d, out: out, acks: a,
+		s: s, stop: stop, base: base, puller: p, d: d, out: out, acks: a,
 		chunk:     (credit + 1) / 2,
 		batch:     credit,
 		fetchWait: max(s.cfg.FetchWait, time.Second),
@@ -105,12 +104,10 @@ func (f *flow) start() {
 }
 
 // wait returns, once stop is done, after every loop and fetch finished,
-// the pull subscription ended (the server seeing it, so a message
-// published later goes to another subscriber at once), the messages still
-// waiting were nakked and every ack confirmed (or failed).
+// the pull subscription ended (see feed), the messages still waiting were
+// nakked and every ack confirmed (or failed).
 func (f *flow) wait() {
 	f.loops.Wait()
-	f.puller.Close() // naks what reached its inbox unread
 	f.mu.Lock()
 	left := f.waiting
 	f.waiting = nil
@@ -124,8 +121,12 @@ func (f *flow) wait() {
 // feed asks for a batch of the free credit, at most batch, whenever at
 // least chunk credit is free and the previous batch is complete (filled or
 // expired), so messages arrive in the consumer's order, backing off after
-// a failed fetch (server gone, consumer missing, ...).
+// a failed fetch (server gone, consumer missing, ...). Once stop is done
+// it ends the pull subscription before it returns (the server seeing it,
+// so a message published later goes to another subscriber at once, not
+// to this one during CloseGrace) and naks what reached it unread.
 func (f *flow) feed() {
+	defer f.puller.Close()
 	for f.stop.Err() == nil {
 		f.mu.Lock()
 		n, err, failures := f.free, f.err, f.failures

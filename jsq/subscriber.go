@@ -278,18 +278,20 @@ func (s *Subscriber) Subscribe(ctx context.Context, topic string) (<-chan *messa
 	// what message contexts derive from: stop's values, not its end.
 	stop, cancel := context.WithCancel(ctx)
 	base := context.WithoutCancel(stop)
-	a, err := newAcks(s.nc, s.cfg.Logger)
+	var f *flow // set before the puller's first fetch
+	p, err := pull.New(s.js, StreamName(topic), cc.Durable, s.cfg.Concurrency+max(s.cfg.Prefetch, 0), func(jm jetstream.Msg) { f.nakUnhandled(jm, f.d) })
 	if err != nil {
 		cancel()
 		return nil, err
 	}
-	p, err := pull.New(s.js, StreamName(topic), cc.Durable)
+	a, err := newAcks(s.nc, s.cfg.Logger)
 	if err != nil {
+		p.Close()
 		cancel()
 		return nil, err
 	}
 	out := make(chan *message.Message)
-	f := newFlow(s, stop, base, cons, p, Delivery{Stream: StreamName(topic), Consumer: cc.Durable, Count: 1, MaxDeliver: cc.MaxDeliver}, out, a)
+	f = newFlow(s, stop, base, cons, p, Delivery{Stream: StreamName(topic), Consumer: cc.Durable, Count: 1, MaxDeliver: cc.MaxDeliver}, out, a)
 	if hook := onNewFlow.Load(); hook != nil {
 		(*hook)(f)
 	}

@@ -889,7 +889,6 @@ func (d *Drainer) closePuller() {
 		d.puller.Close()
 		d.puller = nil
 	}
-	clear(d.msgs)
 }
 
 // item is one fetched message.
@@ -984,7 +983,7 @@ func (d *Drainer) round(ctx context.Context) error {
 	}
 	gen := d.cfg.Queue.keysGeneration()
 	if d.puller == nil {
-		p, err := pull.New(d.cfg.JetStream, d.cfg.Stream, d.cfg.Consumer)
+		p, err := pull.New(d.cfg.JetStream, d.cfg.Stream, d.cfg.Consumer, cap(d.slots), nil)
 		if err != nil {
 			d.releaseShare(n)
 			return err
@@ -1069,6 +1068,7 @@ func (d *Drainer) round(ctx context.Context) error {
 		grouped += len(g)
 	}
 	d.releaseShare(len(msgs) - grouped) // deferred: settled already
+	clear(msgs)                         // the batch's buffer keeps no message past its round
 	if len(groups) == 0 {
 		return nil // all deferred: no token used, fetch again at once
 	}

@@ -13,7 +13,6 @@ package pull
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -33,15 +32,24 @@ type Puller struct {
 	nc      *nats.Conn
 	subject string // the consumer's next-message API subject
 	sub     *nats.Subscription
+	ch      chan *nats.Msg // sub's messages; room for a request's answers
+	max     int            // the largest batch a request asks for
+	unread  func(jetstream.Msg)
 	// stale: a request may still be open on the server (its Fetch ended
 	// early), so the next Fetch starts on a new inbox.
 	stale bool
 }
 
 // New returns a Puller for the consumer stream/consumer through js's
-// connection and API prefix (a domain included).
-func New(js jetstream.JetStream, stream, consumer string) (*Puller, error) {
-	p := &Puller{nc: js.Conn(), subject: apiPrefix(js.Options()) + "CONSUMER.MSG.NEXT." + stream + "." + consumer}
+// connection and API prefix (a domain included). maxBatch (at least 1)
+// bounds the batch a Fetch asks for, and so the inbox's buffer. unread
+// receives each message that reached the inbox but was not returned by
+// Fetch (a request cut short, [Puller.Close]), to nak it; nil naks it.
+func New(js jetstream.JetStream, stream, consumer string, maxBatch int, unread func(jetstream.Msg)) (*Puller, error) {
+	if unread == nil {
+		unread = func(m jetstream.Msg) { _ = m.Nak() }
+	}
+	p := &Puller{nc: js.Conn(), subject: apiPrefix(js.Options()) + "CONSUMER.MSG.NEXT." + stream + "." + consumer, max: max(maxBatch, 1), unread: unread}
 	if err := p.subscribe(); err != nil {
 		return nil, err
 	}
@@ -59,17 +67,18 @@ func apiPrefix(o jetstream.JetStreamOptions) string {
 }
 
 func (p *Puller) subscribe() error {
-	sub, err := p.nc.SubscribeSync(p.nc.NewInbox())
+	// A channel subscription: nats.go's sync subscriptions take a
+	// message with a "Status: 503" header and no payload for "no
+	// responders" and drop it, even a stream message, and hold a
+	// 64k-message buffer each. One request brings at most its batch
+	// and one status answer; a new request starts on a new inbox once
+	// an earlier one may still send (renew).
+	ch := make(chan *nats.Msg, p.max+4)
+	sub, err := p.nc.ChanSubscribe(p.nc.NewInbox(), ch)
 	if err != nil {
 		return err
 	}
-	// A request brings at most its batch; the client's default limits
-	// (512k messages, 64 MiB) would drop messages beyond them.
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		_ = sub.Unsubscribe()
-		return err
-	}
-	p.sub = sub
+	p.sub, p.ch = sub, ch
 	return nil
 }
 
@@ -80,7 +89,7 @@ type request struct {
 	NoWait  bool          `json:"no_wait,omitempty"`
 }
 
-// Fetch asks for at most n messages, waiting at most expires for them (0:
+// Fetch asks for at most n messages (at most New's maxBatch), waiting at most expires for them (0:
 // only those available now, no wait), and calls fn with each one in the
 // consumer's order. It returns how many it delivered once the request is
 // complete (n delivered, or the server answered that it expired or had no
@@ -93,6 +102,10 @@ func (p *Puller) Fetch(ctx context.Context, n int, expires time.Duration, fn fun
 	if p.sub == nil {
 		return 0, nats.ErrBadSubscription
 	}
+	if n <= 0 {
+		return 0, nil
+	}
+	n = min(n, p.max)
 	if p.stale {
 		if err := p.renew(); err != nil {
 			return 0, err
@@ -109,16 +122,24 @@ func (p *Puller) Fetch(ctx context.Context, n int, expires time.Duration, fn fun
 	defer cancel()
 	got := 0
 	for got < n {
-		m, err := p.sub.NextMsgWithContext(wctx)
-		if err != nil {
+		if ctx.Err() != nil { // before a message that may be ready too
+			p.stale = true
+			return got, ctx.Err()
+		}
+		var m *nats.Msg
+		select {
+		case m = <-p.ch:
+		case <-wctx.Done():
 			p.stale = true
 			if ctx.Err() != nil {
 				return got, ctx.Err()
 			}
-			if errors.Is(err, context.DeadlineExceeded) {
-				return got, nil // lost: the next request starts afresh
+			// Lost: move to a new inbox now, so what still reaches
+			// the old one is nakked rather than left unread.
+			if err := p.renew(); err != nil {
+				return got, err
 			}
-			return got, err
+			return got, nil
 		}
 		user, done, err := status(m)
 		if err != nil {
@@ -141,7 +162,10 @@ func (p *Puller) Fetch(ctx context.Context, n int, expires time.Duration, fn fun
 // refusal, wrapping jetstream's error for it where it has one (the
 // consumer deleted, no consumer to answer, ...), as its Fetch does.
 func status(m *nats.Msg) (user, done bool, err error) {
-	if len(m.Data) > 0 || len(m.Header) == 0 {
+	// Every message JetStream delivers carries its ack subject as the
+	// reply; its status answers carry none. A stream message's own
+	// headers (a "Status" among them) decide nothing.
+	if m.Reply != "" || len(m.Data) > 0 || len(m.Header) == 0 {
 		return true, false, nil
 	}
 	code := m.Header.Get("Status")
@@ -174,46 +198,67 @@ func status(m *nats.Msg) (user, done bool, err error) {
 }
 
 // renew moves to a new inbox after a request that may still be open, and
-// naks what the old one received unread.
+// hands what the old one received unread to unread.
 func (p *Puller) renew() error {
 	p.unsubscribe()
 	p.stale = false
 	return p.subscribe()
 }
 
-// unsubscribe removes the inbox's interest and naks the messages that
-// reached it unread, so the server redelivers them now rather than after
-// AckWait; it returns how many it nakked. It returns once the server has
-// seen the UNSUB (a flush) and everything it sent before was read, or the
-// connection closed.
+// unsubscribe removes the inbox's interest and hands the messages that
+// reached it unread to unread (they are nakked by default, so the server
+// redelivers them now rather than after AckWait); it returns how many.
+// Connected, it returns once the server has seen the UNSUB (a flush) and
+// everything it sent before was read; otherwise (reconnecting, closed) at
+// once, after what was already buffered.
 func (p *Puller) unsubscribe() int {
-	sub := p.sub
-	p.sub = nil
-	if err := sub.Drain(); err != nil {
-		_ = sub.Unsubscribe()
-		return 0
-	}
+	sub, ch := p.sub, p.ch
+	p.sub, p.ch = nil, nil
 	n := 0
-	for sub.IsValid() || sub.IsDraining() {
-		m, err := sub.NextMsg(100 * time.Millisecond)
-		if errors.Is(err, nats.ErrTimeout) {
-			continue
-		}
-		if err != nil {
-			break
-		}
+	hand := func(m *nats.Msg) {
 		if user, _, _ := status(m); user {
-			_ = m.Nak()
+			p.unread(msg{m})
 			n++
 		}
 	}
-	return n
+	// Connected, Drain writes the UNSUB and removes the subscription after
+	// a flush, so every message the server sent before it is in ch. While
+	// reconnecting it would send no UNSUB and the reconnect would
+	// subscribe the inbox again, never to unsubscribe it: unsubscribe at
+	// once (the server lost the interest with the connection, or gets no
+	// SUB for it).
+	if p.nc.Status() == nats.CONNECTED && sub.Drain() == nil {
+		tick := time.NewTicker(time.Millisecond)
+		guard := time.NewTimer(30 * time.Second) // the flush's own timeout is 10 s
+		for sub.IsValid() || sub.IsDraining() {
+			select {
+			case m := <-ch:
+				hand(m)
+				continue
+			case <-tick.C:
+				continue
+			case <-guard.C:
+			}
+			break
+		}
+		tick.Stop()
+		guard.Stop()
+	}
+	_ = sub.Unsubscribe() // if still there
+	for {
+		select {
+		case m := <-ch:
+			hand(m)
+		default:
+			return n
+		}
+	}
 }
 
-// Close unsubscribes the inbox and naks what it received unread; it
-// returns how many it nakked, once the server has seen the UNSUB (a
-// flush), so it sends this Puller nothing published after Close returns.
-// Close is idempotent.
+// Close unsubscribes the inbox and hands what it received unread to the
+// Puller's unread function (see [New]); it returns how many, once the
+// server has seen the UNSUB (a flush), so it sends this Puller nothing
+// published after Close returns. Close is idempotent.
 func (p *Puller) Close() int {
 	if p.sub == nil {
 		return 0
