@@ -89,9 +89,9 @@ type request struct {
 	NoWait  bool          `json:"no_wait,omitempty"`
 }
 
-// Fetch asks for at most n messages (at most New's maxBatch), waiting at most expires for them (0:
-// only those available now, no wait), and calls fn with each one in the
-// consumer's order. It returns how many it delivered once the request is
+// Fetch asks for at most n messages (at most New's maxBatch), waiting at
+// most expires for them (0: only those available now, no wait), and calls
+// fn with each one in the consumer's order. It returns how many it delivered once the request is
 // complete (n delivered, or the server answered that it expired or had no
 // more), or ctx is done (ctx.Err(); the request may still be open on the
 // server, so the next Fetch uses a new inbox), or the server's answer did
