@@ -36,6 +36,22 @@ var (
 	errRejected   = &deliver.Error{Kind: deliver.ErrPermanent, Op: "as2 send", StatusCode: 400}
 )
 
+// served returns metrics on a new registry, served on a loopback port
+// for the test's life, and the server's URL.
+func served(t *testing.T) (*metrics.Metrics, *prometheus.Registry, string) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, metrics.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr, err := metrics.Start(t.Context(), "127.0.0.1:0", reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, reg, "http://" + addr.String()
+}
+
 // scrape GETs /metrics from srv and parses the text exposition.
 func scrape(t *testing.T, url string) map[string]*dto.MetricFamily {
 	t.Helper()

@@ -1,10 +1,7 @@
 package metrics_test
 
 import (
-	"context"
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/metrics"
@@ -16,18 +13,7 @@ import (
 // bulkhead or partner registry) is counted under its reason, a label
 // present from the start, never under "other".
 func TestDivertedMiddlewareReasons(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	addr, err := metrics.Start(ctx, "127.0.0.1:0", reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + addr.String()
+	m, _, url := served(t)
 	expect(t, scrape(t, url), "start", metrics.PartnerOther, []check{
 		{"floodgate_diverted_total", []string{"reason", middleware.ReasonParked}, 0},
 	})

@@ -1,10 +1,7 @@
 package metrics_test
 
 import (
-	"context"
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/deliver"
@@ -17,18 +14,7 @@ import (
 // of the handler's own is counted as other, and Forget deletes the
 // series with the partner's others.
 func TestObserveEventCountsWarnings(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg, metrics.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	addr, err := metrics.Start(ctx, "127.0.0.1:0", reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "http://" + addr.String()
+	m, reg, url := served(t)
 	for _, reason := range []string{"unconfirmed", "unconfirmed", "mdn-unsigned", "mdn-warning", "Partner said: {oops}"} {
 		m.ObserveEvent(middleware.Event{Partner: "northwind", Action: middleware.Delivered, Admitted: true,
 			Outcome: breaker.OutcomeSuccess, Warning: &deliver.Warning{Reason: reason}})
