@@ -135,18 +135,7 @@ func TestPermissionsAsyncMDNAndSource(t *testing.T) {
 	}
 	psrv := httptest.NewServer(ptr)
 	defer psrv.Close()
-	pub, err := jsq.NewPublisher(jsq.PublisherConfig{JetStream: jsA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	qcfg := retryqueue.Config{Publisher: pub, JetStream: jsA, Service: svcA, RetryTopic: ownA.RetryTopic, DeadLetterTopic: ownA.DeadLetterTopic}
-	if err := retryqueue.Provision(ctx, jsA, qcfg); err != nil {
-		t.Fatalf("provision under A's permissions: %v", err)
-	}
-	q, err := retryqueue.New(qcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := queueAs(t, ctx, jsA, ownA, "")
 	store, err := asyncmdn.NewStore(ctx, jsA, asyncmdn.StoreConfig{Bucket: ownA.ReceiptBucket})
 	if err != nil {
 		t.Fatalf("receipt store under A's permissions: %v", err)

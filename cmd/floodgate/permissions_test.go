@@ -135,18 +135,7 @@ func TestPermissionsUnderTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := jsq.NewPublisher(jsq.PublisherConfig{JetStream: jsA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfgA := retryqueue.Config{Publisher: pub, JetStream: jsA, Service: svcA, Partner: key, RetryTopic: ownA.RetryTopic, DeadLetterTopic: ownA.DeadLetterTopic}
-	if err := retryqueue.Provision(ctx, jsA, cfgA); err != nil {
-		t.Fatalf("provision under A's permissions: %v", err)
-	}
-	q, err := retryqueue.New(cfgA)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := queueAs(t, ctx, jsA, ownA, key)
 	store, err := natskv.New(ctx, jsA, natskv.Config{Bucket: ownA.FleetBucket})
 	if err != nil {
 		t.Fatalf("fleet store under A's permissions: %v", err)
@@ -357,4 +346,24 @@ func TestPermissionsCommand(t *testing.T) {
 	if code := run([]string{"permissions", "-role", "ro"}, &out, &errb); code != exitOK || !strings.Contains(out.String(), "permissions: {") || !strings.Contains(out.String(), `"_INBOX.>"`) {
 		t.Errorf("ro nats-conf: exit %d: %s", code, out.String())
 	}
+}
+
+// queueAs provisions and returns the retry queue of own's service for
+// partner ("" for none) through js, a connection holding only what the
+// generated permissions allow, publishing on it too.
+func queueAs(t *testing.T, ctx context.Context, js jetstream.JetStream, own permissions.Config, partner string) *retryqueue.Queue {
+	t.Helper()
+	pub, err := jsq.NewPublisher(jsq.PublisherConfig{JetStream: js})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := retryqueue.Config{Publisher: pub, JetStream: js, Service: own.Service, Partner: partner, RetryTopic: own.RetryTopic, DeadLetterTopic: own.DeadLetterTopic}
+	if err := retryqueue.Provision(ctx, js, cfg); err != nil {
+		t.Fatalf("provision under %s's permissions: %v", own.Service, err)
+	}
+	q, err := retryqueue.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
 }

@@ -22,7 +22,6 @@ import (
 	"github.com/floodgate-go/floodgate/internal/natsconn"
 	"github.com/floodgate-go/floodgate/internal/natsserver"
 	"github.com/floodgate-go/floodgate/internal/natstest"
-	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/floodgate-go/floodgate/permissions"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
@@ -77,22 +76,7 @@ func TestReadOnlyOperatorReadsNoMessage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub, err := jsq.NewPublisher(jsq.PublisherConfig{JetStream: jsA})
-	if err != nil {
-		t.Fatal(err)
-	}
-	queue := func(partner string) *retryqueue.Queue {
-		cfg := retryqueue.Config{Publisher: pub, JetStream: jsA, Service: svc, Partner: partner, RetryTopic: own.RetryTopic, DeadLetterTopic: own.DeadLetterTopic}
-		if err := retryqueue.Provision(ctx, jsA, cfg); err != nil {
-			t.Fatal(err)
-		}
-		q, err := retryqueue.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return q
-	}
-	acme, globex := queue("acme"), queue("globex")
+	acme, globex := queueAs(t, ctx, jsA, own, "acme"), queueAs(t, ctx, jsA, own, "globex")
 	for q, n := range map[*retryqueue.Queue]int{acme: 3, globex: 2} {
 		for i := 0; i < n; i++ {
 			m := message.NewMessage(watermill.NewUUID(), []byte("purchase order"))
