@@ -98,9 +98,13 @@ func TestPartnerCommands(t *testing.T) {
 			p.Done(fmt.Errorf("boom"))
 		}
 	}
-	natstest.Eventually(t, 10*time.Second, func() bool {
-		st := status("-service", "invoices/webhook", "-partner", "globex")
-		return len(st) == 1 && st[0].ConsecutiveTrips == 1 && st[0].State == "open"
+	// The trip reaches the shared store asynchronously: until then status
+	// answers "no shared state" (exit 1), which is not yet a failure.
+	natstest.Eventually(t, 30*time.Second, func() bool {
+		out, _, code := cli("status", "-format", "json", "-retry-topic", retry, "-dead-topic", dead, "-service", "invoices/webhook", "-partner", "globex")
+		var st []breakerStatus
+		return code == exitOK && json.Unmarshal([]byte(out), &st) == nil &&
+			len(st) == 1 && st[0].ConsecutiveTrips == 1 && st[0].State == "open"
 	}, "trip of globex not published")
 	all := status()
 	if len(all) != 2 {
