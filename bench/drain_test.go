@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"sync"
@@ -67,6 +68,11 @@ var drainVariants = []drainVariant{
 
 // drainOnly, when set, runs one variant alone (to profile it).
 var drainOnly = flag.String("drain.only", "", "BenchmarkDrain: run only this variant (floodgate or plain), to profile it")
+
+// drainLatency, when set, is the mean time each delivery of the floodgate
+// variant takes (uniform from half to 1.5 times it): a slow partner, whose
+// drain its bulkhead bounds.
+var drainLatency = flag.Duration("drain.latency", 0, "BenchmarkDrain: each floodgate delivery takes this long on average, uniform from half to 1.5 times it (a slow partner; run with -drain.only floodgate)")
 
 // BenchmarkDrain drains a retry backlog of about b.N messages of 800 B,
 // split equally among 1, 10 and 100 partners, to a no-op (fast) partner,
@@ -260,6 +266,9 @@ func drainFloodgate(b *testing.B, ctx context.Context, js jetstream.JetStream, p
 			key, ok := retryqueue.DrainedPartner(m.Context(), m)
 			if !ok {
 				key = m.Metadata.Get(drainPartnerMeta)
+			}
+			if *drainLatency > 0 {
+				time.Sleep(*drainLatency/2 + rand.N(*drainLatency)) // from half to 1.5 times
 			}
 			run.delivered(key)
 			return nil

@@ -73,6 +73,7 @@ type call struct {
 	fate    fate
 	outcome breaker.Outcome
 	latency time.Duration
+	drained bool // handed over by a drainer (per-partner mode)
 }
 
 func (c *call) isProbe() bool { return c.permit.IsProbe() || c.lease.IsProbe() }
@@ -168,7 +169,7 @@ func (g *guard) handle(h message.HandlerFunc, msg *message.Message) ([]*message.
 	c.key, c.token = g.key, g.token
 	var noKey error // why a message has no partner (per-partner mode)
 	if g.reg != nil {
-		c.key, noKey = g.partnerKey(msg)
+		c.key, c.drained, noKey = g.partnerKey(msg)
 	}
 	if noKey != nil || msg.Context().Err() != nil || floodgateMeta(msg.Metadata) || g.cfg.Queue.Holds(msg) {
 		if err, settled := g.screen(msg, &c, noKey); settled {
@@ -177,6 +178,10 @@ func (g *guard) handle(h message.HandlerFunc, msg *message.Message) ([]*message.
 	}
 	if err := g.admit(&c); err != nil {
 		return nil, g.refused(msg, &c, err)
+	}
+	if c.drained {
+		// The partner's gate counts it from now on (its bulkhead).
+		retryqueue.Admitted(msg.Context(), msg)
 	}
 	if g.run(h, msg, &c) {
 		g.report(msg, &c)
@@ -354,18 +359,18 @@ func (g *guard) failed(msg *message.Message, c *call) error {
 }
 
 // partnerKey returns the partner key of msg in per-partner mode: its
-// route's for a drained message, else [Config.PartnerKey]'s, else
-// [Config.DefaultPartner]; or an error wrapping [ErrNoPartner].
-func (g *guard) partnerKey(msg *message.Message) (key string, err error) {
+// route's for a drained message (drained), else [Config.PartnerKey]'s,
+// else [Config.DefaultPartner]; or an error wrapping [ErrNoPartner].
+func (g *guard) partnerKey(msg *message.Message) (key string, drained bool, err error) {
 	// A live message's context is looked up once (FromDrain): the
 	// drainer's context carries both marks.
 	if ctx := msg.Context(); retryqueue.FromDrain(ctx) {
 		if k, ok := retryqueue.DrainedPartner(ctx, msg); ok {
-			return k, nil
+			return k, true, nil
 		}
 		// Drained from a route whose key is not known: never re-chosen
 		// from the message.
-		return "", fmt.Errorf("%w: drained message's route has no known partner key", ErrNoPartner)
+		return "", true, fmt.Errorf("%w: drained message's route has no known partner key", ErrNoPartner)
 	}
 	defer func() {
 		if r := recover(); r != nil {
@@ -374,10 +379,10 @@ func (g *guard) partnerKey(msg *message.Message) (key string, err error) {
 	}()
 	if key = g.cfg.PartnerKey(msg); key == "" {
 		if key = g.cfg.DefaultPartner; key == "" {
-			return "", ErrNoPartner
+			return "", false, ErrNoPartner
 		}
 	}
-	return key, nil
+	return key, false, nil
 }
 
 // tokenOf returns the Event.Partner of key: the token of a partner held

@@ -413,9 +413,11 @@ type Drainer struct {
 	sliceEnd time.Time
 
 	// calling counts the messages dispatched to the worker pool whose
-	// handler call has not returned yet (FIFO mode): the gate's budget may
-	// not count them yet (see round).
+	// handler call has not returned yet (FIFO mode).
 	calling atomic.Int32
+	// unadmitted counts those of them the gate's budget does not count
+	// yet: neither returned nor [Admitted] (see round).
+	unadmitted atomic.Int32
 
 	fetched, drained, redelivered, deferred, dead, ackErrors, gateClosed, failures, backoffs atomic.Uint64
 }
@@ -906,6 +908,9 @@ type item struct {
 // round does one gate-budget-fetch-handle round. It sleeps itself when there
 // is nothing to do and returns only fetch errors.
 func (d *Drainer) round(ctx context.Context) error {
+	// unadmitted is read before the budget: a call admitted in between is
+	// then counted twice (a smaller fetch), never missed.
+	unadmitted := int(d.unadmitted.Load())
 	budget := d.cfg.Gate.Budget()
 	calls := int(d.calling.Load())
 	if budget <= 0 && calls > 0 {
@@ -953,10 +958,9 @@ func (d *Drainer) round(ctx context.Context) error {
 	n := min(budget, d.lim.Burst(), int(tokens))
 	if !d.cfg.Queue.Ordered() {
 		// The gate counts a call once the breaker admitted it; the calls
-		// dispatched and not yet returned may not be counted yet, so they
-		// are taken off the budget (one admitted is then counted twice:
-		// the fetch is smaller, never over the budget).
-		if n = min(n, budget-calls); n <= 0 {
+		// dispatched and neither admitted ([Admitted]) nor returned yet
+		// are not counted, so they are taken off the budget.
+		if n = min(n, budget-unadmitted); n <= 0 {
 			return d.restSlots(ctx, d.cfg.PollInterval) // a returning call wakes it
 		}
 	}
@@ -1138,6 +1142,7 @@ func (d *Drainer) deferMsg(it item, delay time.Duration) {
 func (d *Drainer) dispatch(ctx context.Context, it item) {
 	d.handlers.Add(1)
 	d.calling.Add(1)
+	d.unadmitted.Add(1)
 	it.counted = true
 	if d.work == nil {
 		d.work = make(chan item, cap(d.slots))
@@ -1217,7 +1222,7 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 		deadReason, cause = DeadReasonMalformed, fmt.Errorf("%w: %s", ErrMalformed, mwhy)
 	}
 	if cause != nil {
-		d.returned(it)
+		d.returned(it, nil)
 		_, err := d.cfg.Queue.deadLetter(base, wm, r, deadReason, cause)
 		if d.settle(base, jm, wm, err) {
 			d.dead.Add(1)
@@ -1227,6 +1232,9 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 		return
 	}
 	s := &slot{uuid: wm.UUID, route: r}
+	if it.counted {
+		s.unadmitted = &d.unadmitted
+	}
 	hctx, cancel := context.WithTimeout(&drainCtx{Context: base, s: s}, d.cfg.HandlerTimeout)
 	defer cancel()
 	wm.SetContext(hctx)
@@ -1244,6 +1252,7 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 		// waits a poll interval (or a Wake) rather than fetching again.
 		d.turned.Store(true)
 		if it.counted {
+			s.admit()
 			d.calling.Add(-1)
 		}
 		if it.key != "" {
@@ -1256,7 +1265,7 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 		}
 		return true
 	}
-	d.returned(it)
+	d.returned(it, s)
 	if err == nil {
 		switch {
 		case what == outcomeNone:
@@ -1292,11 +1301,17 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 	return false
 }
 
-// returned takes it out of the calls counted in d.calling, once its
-// handler call returned (or was not made), and wakes the round waiting for
-// the gate's budget.
-func (d *Drainer) returned(it item) {
+// returned takes it, with its slot s (nil before the call was made), out
+// of the calls counted in d.calling and, unless it was admitted already,
+// d.unadmitted, once its handler call returned (or was not made), and
+// wakes the round waiting for the gate's budget.
+func (d *Drainer) returned(it item, s *slot) {
 	if it.counted {
+		if s != nil {
+			s.admit()
+		} else {
+			d.unadmitted.Add(-1)
+		}
 		d.calling.Add(-1)
 		d.Wake()
 	}

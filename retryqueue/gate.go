@@ -1,5 +1,11 @@
 package retryqueue
 
+import (
+	"context"
+
+	"github.com/ThreeDotsLabs/watermill/message"
+)
+
 // Gate tells the drainer how many messages the breaker would admit right
 // now. The drainer never fetches more than that from the retry stream, so
 // nothing sits prefetched while the breaker is open.
@@ -19,7 +25,9 @@ package retryqueue
 //	})
 //
 // and a breaker listener calling [Drainer.Wake] makes the drain resume
-// without waiting for the next poll.
+// without waiting for the next poll. A gate that counts the calls it
+// admitted (a bulkhead) needs the guard to call [Admitted] for each
+// drained message it admits; see there.
 type Gate interface {
 	// Budget returns how many more messages would be admitted now: 0 while
 	// the breaker is open, the free probe slots while half-open, a large
@@ -33,3 +41,20 @@ type GateFunc func() int
 
 // Budget calls f.
 func (f GateFunc) Budget() int { return f() }
+
+// Admitted tells the drainer that handed msg over with ctx that msg now
+// holds its admission: from now on the drainer's [Gate] counts the call
+// (a partner's bulkhead slot, a probe slot), so the drainer stops taking
+// it off the gate's budget itself. A guarding middleware calls it once it
+// admitted a drained message; without it the drainer takes each of its
+// calls off the budget until the call returns, and a slow partner's drain
+// reaches only about half its bulkhead (each call counted by both).
+//
+// It does nothing unless msg is the message the drainer handed over with
+// ctx, and after the first call for it. It never blocks and is safe for
+// concurrent use.
+func Admitted(ctx context.Context, msg *message.Message) {
+	if s := slotFor(ctx, msg); s != nil {
+		s.admit()
+	}
+}

@@ -3,6 +3,7 @@ package retryqueue
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 )
@@ -132,6 +133,19 @@ type slot struct {
 	mu     sync.Mutex
 	what   outcome
 	reason Reason
+	// unadmitted is the drainer's count of its calls the gate does not
+	// count yet (nil: not counted, per-key ordering); admitted says this
+	// one left it.
+	unadmitted *atomic.Int32
+	admitted   atomic.Bool
+}
+
+// admit takes the slot's message out of its drainer's unadmitted calls,
+// once.
+func (s *slot) admit() {
+	if s.unadmitted != nil && s.admitted.CompareAndSwap(false, true) {
+		s.unadmitted.Add(-1)
+	}
 }
 
 func (s *slot) set(o outcome, r Reason) {

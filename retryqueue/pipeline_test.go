@@ -146,3 +146,64 @@ func TestPartnerDrainKeepsConsumerBetweenTurns(t *testing.T) {
 	rec.check(t, ids)
 	natstest.Eventually(t, 30*time.Second, func() bool { return consumerCount(t, e) == 0 }, "consumers deleted once the backlogs are empty")
 }
+
+// A guard that calls Admitted once its gate counts a drained call lets the
+// drain fill the gate's budget with calls that do not return: the drainer
+// no longer takes them off the budget a second time. Without Admitted,
+// each is counted twice and the drain stops at half the budget.
+func TestAdmittedCallsCountOnce(t *testing.T) {
+	e := newEnv(t, natstest.URL(t), nil)
+	ids := seed(t, e, 12)
+	const bulkhead = 4
+	var (
+		mu       sync.Mutex
+		admitted int
+		peak     int
+		done     = map[string]bool{}
+	)
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	g := retryqueue.GateFunc(func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return bulkhead - admitted
+	})
+	h := func(m *message.Message) ([]*message.Message, error) {
+		mu.Lock()
+		admitted++ // the gate counts it now
+		peak = max(peak, admitted)
+		mu.Unlock()
+		retryqueue.Admitted(m.Context(), m)
+		retryqueue.Admitted(m.Context(), m) // a second call changes nothing
+		<-release
+		mu.Lock()
+		admitted--
+		done[m.UUID] = true
+		mu.Unlock()
+		return nil, nil
+	}
+	// Burst 1: a message per fetch, so the calls already blocked are in
+	// the budget of every fetch after the first.
+	d := startDrainer(t, e, retryqueue.DrainerConfig{Handler: h, Gate: g, Rate: 1000, Burst: 1, MaxInFlight: 16, PollInterval: 20 * time.Millisecond})
+	t.Cleanup(unblock)
+	inCall := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return admitted
+	}
+	natstest.Eventually(t, 30*time.Second, func() bool { return inCall() == bulkhead },
+		"%d calls at once, want the whole budget %d", natstest.Now(func() any { return inCall() }), bulkhead)
+	unblock()
+	natstest.Eventually(t, 30*time.Second, func() bool { return d.Stats().Drained == uint64(len(ids)) }, "all drained")
+	mu.Lock()
+	defer mu.Unlock()
+	if peak > bulkhead {
+		t.Errorf("peak %d calls at once, want <= the budget %d", peak, bulkhead)
+	}
+	for _, id := range ids {
+		if !done[id] {
+			t.Errorf("%s not delivered", id)
+		}
+	}
+}
