@@ -124,3 +124,62 @@ func (d *denials) guardRead(ctx context.Context, stream string, read func(contex
 	}
 	return err
 }
+
+// errDenied marks a command stopped because the server refused one of its
+// requests to the connection's user (a permission violation): a read-only
+// operator's "purge", "replay", "open", "close" or "reset".
+var errDenied = errors.New("not permitted to this user")
+
+// deniedError is a request the server refused: the subject it named in its
+// permission violation.
+type deniedError struct{ Subject string }
+
+func (e *deniedError) Error() string {
+	return fmt.Sprintf("%v (permission violation for publish to %q)", errDenied, e.Subject)
+}
+
+func (e *deniedError) Is(target error) bool { return target == errDenied }
+
+// guardAll returns a context that is cancelled, with a *deniedError as its
+// cause, as soon as the server denies any publish of the connection (or
+// has denied one already): a command that changes something needs every
+// one of its requests, and a denied request gets no reply, so it would
+// otherwise end only at ctx's deadline, which stays a hang guard. stop
+// ends the watch; [deniedCause] turns the command's error into the denial.
+func (d *denials) guardAll(ctx context.Context) (gctx context.Context, stop func()) {
+	gctx, cancel := context.WithCancelCause(ctx)
+	// The handler cancels with a *readDeniedError; this watch is not about
+	// reads, so it cancels with the plain denial.
+	w := &denialWatch{match: func(string) bool { return true }, cancel: func(cause error) {
+		var rd *readDeniedError
+		if errors.As(cause, &rd) {
+			cause = &deniedError{Subject: rd.Subject}
+		}
+		cancel(cause)
+	}}
+	d.mu.Lock()
+	if d.watches == nil {
+		d.watches = map[*denialWatch]struct{}{}
+	}
+	d.watches[w] = struct{}{}
+	if len(d.denied) > 0 {
+		w.cancel(&deniedError{Subject: d.denied[0]})
+	}
+	d.mu.Unlock()
+	return gctx, func() {
+		d.mu.Lock()
+		delete(d.watches, w)
+		d.mu.Unlock()
+		cancel(nil)
+	}
+}
+
+// deniedCause returns the *deniedError that cancelled ctx (a context from
+// [denials.guardAll]), or err when there was none or err is nil.
+func deniedCause(ctx context.Context, err error) error {
+	var de *deniedError
+	if err != nil && errors.As(context.Cause(ctx), &de) {
+		return de
+	}
+	return err
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -235,17 +236,24 @@ func TestPermissionsUnderTLS(t *testing.T) {
 	if out, code := cli("ro", "pro", append([]string{"backlog"}, streams...)...); code != exitOK || !strings.Contains(out, "retry_a") {
 		t.Errorf("ro backlog: exit %d: %s", code, out)
 	}
+	// Each is refused by the server's permission violation for its first
+	// write, which the command reports at once; the timeout is a hang
+	// guard only (a command that waited for it fails the test).
 	var wg sync.WaitGroup
-	for _, args := range [][]string{
-		append([]string{"purge", "-yes", "-timeout", "2s"}, streams...),
-		append([]string{"replay", "-timeout", "2s"}, streams...),
-		append([]string{"open", "-bucket", "brk_a", "-service", svcA, "-partner", key, "-timeout", "2s"}, streams...),
+	for _, c := range []struct {
+		args   []string
+		denied string // the denied subject, or its prefix ending in '.'
+	}{
+		{append([]string{"purge", "-yes", "-timeout", "60s"}, streams...), "$JS.API.STREAM.PURGE.dead_a"},
+		{append([]string{"replay", "-timeout", "60s"}, streams...), "$JS.API.CONSUMER.CREATE.dead_a."},
+		{append([]string{"open", "-bucket", "brk_a", "-service", svcA, "-partner", key, "-timeout", "60s"}, streams...), kvKey},
 	} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if out, code := cli("ro", "pro", args...); code == exitOK {
-				t.Errorf("ro %s: exit 0, want a refusal: %s", args[0], out)
+			out, code := cli("ro", "pro", c.args...)
+			if code == exitOK || !deniedOutput(out, c.denied) {
+				t.Errorf("ro %s: exit %d, want a refusal naming the denied subject %q: %s", c.args[0], code, c.denied, out)
 			}
 		}()
 	}
@@ -310,6 +318,17 @@ func TestPermissionsUnderTLS(t *testing.T) {
 	if out, code := cli("rw", "prw", append([]string{"purge", "-yes"}, streams...)...); code != exitOK {
 		t.Errorf("rw purge: exit %d: %s", code, out)
 	}
+}
+
+// deniedOutput reports whether a command's output says the server refused
+// a publish to subject (a subject ending in '.' is a prefix), as a
+// *deniedError prints it, not a timeout.
+func deniedOutput(out, subject string) bool {
+	q := strconv.Quote(subject)
+	if strings.HasSuffix(subject, ".") {
+		q = strings.TrimSuffix(q, `"`)
+	}
+	return strings.Contains(out, errDenied.Error()+" (permission violation for publish to "+q) && !strings.Contains(out, "deadline exceeded")
 }
 
 func TestPermissionsCommand(t *testing.T) {

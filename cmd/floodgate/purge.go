@@ -94,7 +94,10 @@ func runPurge(args []string, stdout, stderr io.Writer) int {
 
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
-	nc, js, err := f.connect()
+	var den denials // a denied request ends the purge at once (a read-only user's)
+	ctx, stop := den.guardAll(ctx)
+	defer stop()
+	nc, js, err := connect(f.conn, den.option())
 	if err != nil {
 		return cmdError(stderr, "purge", err)
 	}
@@ -107,6 +110,7 @@ func runPurge(args []string, stdout, stderr io.Writer) int {
 	if err := purge(ctx, js, &rep, f.route.subject(stream), origin, reason, olderThan, time.Now(), func(label string, total uint64) *progressBar {
 		return newProgress(stderr, f.progress, label, total)
 	}); err != nil {
+		err = deniedCause(ctx, err)
 		if f.format == "json" && !errors.Is(err, errStreamNotFound) {
 			writeJSON(stdout, rep) // what was done before the failure
 		}

@@ -117,20 +117,25 @@ func runReplay(args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
-	res, err := replay(ctx, o, stderr)
+	var den denials // a denied request ends the replay at once (a read-only user's)
+	ctx, stop := den.guardAll(ctx)
+	defer stop()
+	res, err := replay(ctx, o, &den, stderr)
 	if res != nil {
 		writeReplay(stdout, o, *res)
 	}
 	if err != nil {
+		err = deniedCause(ctx, err)
 		fmt.Fprintln(stderr, "floodgate replay:", err)
 		return exitError
 	}
 	return exitOK
 }
 
-// replay connects, checks both streams exist, and replays.
-func replay(ctx context.Context, o replayOptions, stderr io.Writer) (*retryqueue.ReplayResult, error) {
-	nc, js, err := connect(o.conn)
+// replay connects, reporting permission violations to den, checks both
+// streams exist, and replays.
+func replay(ctx context.Context, o replayOptions, den *denials, stderr io.Writer) (*retryqueue.ReplayResult, error) {
+	nc, js, err := connect(o.conn, den.option())
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/floodgate-go/floodgate/internal/natsconn"
 	"github.com/floodgate-go/floodgate/internal/natsserver"
 	"github.com/floodgate-go/floodgate/internal/natstest"
+	"github.com/floodgate-go/floodgate/partner"
 	"github.com/floodgate-go/floodgate/permissions"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
@@ -267,16 +268,21 @@ func TestReadOnlyOperatorReadsNoMessage(t *testing.T) {
 	if out, errOut, code := cli("ro", "pro", append([]string{"deadletters", "show", "1", "-timeout", "60s"}, streams...)...); code != exitError || !strings.Contains(errOut, errReadDenied.Error()) {
 		t.Errorf("ro deadletters show: exit %d, want %d saying %q: %s%s", code, exitError, errReadDenied, out, errOut)
 	}
-	for _, args := range [][]string{
-		append([]string{"purge", "-yes", "-timeout", "2s"}, streams...),
-		append([]string{"replay", "-timeout", "2s"}, streams...),
-		append([]string{"open", "-bucket", own.FleetBucket, "-service", svc, "-partner", "acme", "-timeout", "2s"}, streams...),
+	// Refused by the permission violation, not by the timeout (a hang
+	// guard only).
+	for _, c := range []struct {
+		args   []string
+		denied string // the denied subject, or its prefix ending in '.'
+	}{
+		{append([]string{"purge", "-yes", "-timeout", "60s"}, streams...), "$JS.API.STREAM.PURGE.dead_a"},
+		{append([]string{"replay", "-timeout", "60s"}, streams...), "$JS.API.CONSUMER.CREATE.dead_a."},
+		{append([]string{"open", "-bucket", own.FleetBucket, "-service", svc, "-partner", "acme", "-timeout", "60s"}, streams...), "$KV." + own.FleetBucket + "." + partner.FleetName(svc, "acme") + ".state"},
 	} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if out, errOut, code := cli("ro", "pro", args...); code == exitOK {
-				t.Errorf("ro %s: exit 0, want a refusal: %s%s", args[0], out, errOut)
+			if out, errOut, code := cli("ro", "pro", c.args...); code == exitOK || !deniedOutput(errOut, c.denied) {
+				t.Errorf("ro %s: exit %d, want a refusal naming the denied subject %q: %s%s", c.args[0], code, c.denied, out, errOut)
 			}
 		}()
 	}

@@ -435,21 +435,26 @@ func runFleetWrite(w fleetWrite, args []string, stdout, stderr io.Writer) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.timeout)
 	defer cancel()
+	var den denials // a denied request ends the command at once (a read-only user's)
+	ctx, stop := den.guardAll(ctx)
+	defer stop()
+	fail := func(err error) int {
+		fmt.Fprintf(stderr, "floodgate %s: %v\n", w.name, deniedCause(ctx, err))
+		return exitError
+	}
 	name := f.target()
 	// The route's messages, counted as status counts them: they show in
 	// the output and tell a partner in use from a misspelt name.
-	nc, js, err := connect(f.conn)
+	nc, js, err := connect(f.conn, den.option())
 	if err != nil {
-		fmt.Fprintf(stderr, "floodgate %s: %v\n", w.name, err)
-		return exitError
+		return fail(err)
 	}
 	defer nc.Close()
 	var counts [2]uint64 // retry, dead
 	for i, stream := range []string{f.retryTopic, f.deadTopic} {
 		c, err := routeCounts(ctx, js, stream)
 		if err != nil {
-			fmt.Fprintf(stderr, "floodgate %s: %v\n", w.name, err)
-			return exitError
+			return fail(err)
 		}
 		counts[i] = c[name]
 	}
@@ -469,8 +474,7 @@ func runFleetWrite(w fleetWrite, args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "floodgate %s: %v\n", w.name, err)
-		return exitError
+		return fail(err)
 	}
 	reason := f.reason
 	joined := true
@@ -480,8 +484,7 @@ func runFleetWrite(w fleetWrite, args []string, stdout, stderr io.Writer) int {
 	for {
 		cur, rev, err := s.Load(ctx, name)
 		if err != nil {
-			fmt.Fprintf(stderr, "floodgate %s: %v\n", w.name, err)
-			return exitError
+			return fail(err)
 		}
 		joined = rev > 0
 		if !joined && !inUse && !f.create {
@@ -496,8 +499,7 @@ func runFleetWrite(w fleetWrite, args []string, stdout, stderr io.Writer) int {
 			continue // a replica wrote meanwhile: apply on top of it
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "floodgate %s: %v\n", w.name, err)
-			return exitError
+			return fail(err)
 		}
 		break
 	}
@@ -507,8 +509,7 @@ func runFleetWrite(w fleetWrite, args []string, stdout, stderr io.Writer) int {
 	}
 	st, err := readStatus(ctx, s, name)
 	if err != nil {
-		fmt.Fprintf(stderr, "floodgate %s: %v\n", w.name, err)
-		return exitError
+		return fail(err)
 	}
 	st.Backlog, st.DeadLetters = counts[0], counts[1]
 	return writeStatus(stdout, stderr, f.format, []breakerStatus{st})

@@ -3,6 +3,7 @@ package as2partner
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -66,6 +67,12 @@ type AsyncConfig struct {
 	// MaxResponseSize bounds the answer read from the receipt URL, in
 	// bytes. Optional. Default 64 KiB. Must not be negative.
 	MaxResponseSize int64
+	// TLS is the client TLS configuration of posts to https:// receipt
+	// URLs: the receipt endpoint's private CA in RootCAs, and a client
+	// certificate in Certificates when the endpoint requires one (mTLS).
+	// It is cloned; never printed. Optional. Default nil: the system's
+	// roots and no client certificate.
+	TLS *tls.Config
 }
 
 func (c *AsyncConfig) setDefaults() {
@@ -176,6 +183,9 @@ func (p *Partner) asyncClient() *http.Client {
 	p.async.once.Do(func() {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.Proxy = nil
+		if p.cfg.Async.TLS != nil {
+			t.TLSClientConfig = p.cfg.Async.TLS.Clone()
+		}
 		p.async.client = &http.Client{
 			Transport:     t,
 			Timeout:       p.cfg.Async.Timeout,
