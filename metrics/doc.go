@@ -83,7 +83,7 @@
 //	floodgate_diverted_total{partner,reason}              counter: open, probe-limit, ramp, failure, ordering, not-attempted, partner-limit, bulkhead, parked, other
 //	floodgate_dead_lettered_total{partner,reason}         counter: permanent, malformed, max-attempts, max-age, too-large, max-deliver, route-mismatch, no-partner, partner-key-too-long, partner-config, other
 //	floodgate_nacked_total{partner}                       counter: outcomes that could not be made durable
-//	floodgate_delivery_warnings_total{partner,reason}     counter: unconfirmed, mdn-unsigned, mic-missing, mic-mismatch, other
+//	floodgate_delivery_warnings_total{partner,reason}     counter: unconfirmed, mdn-unsigned, mic-missing, mic-mismatch, mdn-warning, other
 //
 // Read at scrape time from the retry queue and the drains:
 //

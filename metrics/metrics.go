@@ -197,7 +197,7 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 			LabelReason),
 		transitions: counter(NameTransitions, "Breaker state transitions by partner, from and to state; trips are the transitions to open.",
 			LabelFrom, LabelTo),
-		warnings: counter(NameDeliveryWarnings, "Messages delivered with a warning (a deliver.Warning: acked and a success for the breaker, so also in floodgate_calls_total as success or slow), by partner and the warning's reason: unconfirmed, mdn-unsigned, mic-missing, mic-mismatch, other.",
+		warnings: counter(NameDeliveryWarnings, "Messages delivered with a warning (a deliver.Warning: acked and a success for the breaker, so also in floodgate_calls_total as success or slow), by partner and the warning's reason: unconfirmed, mdn-unsigned, mic-missing, mic-mismatch, mdn-warning, other.",
 			LabelReason),
 		nacked: counter(NameNacked, "Messages nacked because their diversion or dead letter was not confirmed, or their context was done before admission; the broker redelivers them."),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: NameDeliveryLatency, ConstLabels: cl,

@@ -33,6 +33,8 @@
 //	error                                 breaker                    message
 //	nil                                   success (slow if slow)     delivered, acked
 //	deliver.Warning in its chain          success (slow if slow)     delivered, acked; Event.Warning set
+//	deliver.ParkError in its chain        neutral; breaker forced    diverted "parked", attempt counted
+//	                                      open (the partner parked)
 //	wraps ErrNotAttempted                 permit cancelled           diverted "not-attempted", no attempt counted
 //	shutdown (own context cancelled)      permit cancelled           diverted "failure"
 //	IsPermanent                           neutral                    dead-lettered "permanent"

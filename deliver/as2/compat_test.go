@@ -108,6 +108,17 @@ func TestSendFilename(t *testing.T) {
 	}
 }
 
+// Send (without metadata) sends Config.Filename, the per-partner name.
+func TestSendConfigFilename(t *testing.T) {
+	partner, s := securePair(t, nil, func(c *as2.Config) { c.Filename = "orders.x12" })
+	if mdn, err := s.Send(context.Background(), testID, payload(t)); err != nil || !mdn.Processed() {
+		t.Fatalf("Send = %+v, %v", mdn, err)
+	}
+	if got := partner.Filenames()[as2.MessageID(testID, as2.DefaultMessageIDDomain)]; got != "orders.x12" {
+		t.Errorf("partner received filename %q, want orders.x12", got)
+	}
+}
+
 // A non-ASCII filename goes as filename* (RFC 6266 §4.3) after an ASCII
 // fallback (TestSendFilename shows the MIC over it matches); a
 // Config.Filename that is not a bare name is refused at construction.

@@ -38,6 +38,11 @@
 // is resolved again (at-least-once: a dead letter may then be doubled,
 // never lost). Every outcome goes to [Config.OnOutcome].
 //
+// A bucket belongs to one service: records do not name the service, and
+// every Resolver on a bucket sweeps all its records and dead-letters them
+// into its own [Config.Queue]'s route. Give each service its own bucket
+// ([StoreConfig.Bucket]); the least-privilege permissions require it.
+//
 // The breaker is not involved: it judged the HTTP exchange when Send
 // returned. A record Send could not store is [as2.ErrPendingStore], which
 // wraps [deliver.ErrLocal]: the middleware diverts the message and reports

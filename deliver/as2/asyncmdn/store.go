@@ -29,7 +29,11 @@ const recordOverhead = 64 << 10
 // StoreConfig configures [NewStore].
 type StoreConfig struct {
 	// Bucket is the KV bucket's name. Optional. Default
-	// "floodgate_as2_receipts". Letters, digits, '-' and '_'.
+	// "floodgate_as2_receipts". Letters, digits, '-' and '_'. Use one
+	// bucket per service (retryqueue.Config.Service): a [Resolver] sweeps
+	// and resolves every record of its bucket and dead-letters into its
+	// own Queue's route, so a second service sharing the bucket would see
+	// its receipts dead-lettered under the first service's route.
 	Bucket string
 	// TTL is the bucket's MaxAge: a record, resolved or not, is removed
 	// this long after it was written. A backstop only: the sweep
