@@ -3,6 +3,7 @@ package as2
 import (
 	"bytes"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"mime"
 	"net/textproto"
@@ -23,7 +24,8 @@ const bareContentType = "application/octet-stream"
 //
 //   - application/pkcs7-mime with smime-type=compressed-data (or, without
 //     smime-type, a CMS compressed-data body): decompressed (RFC 3274,
-//     RFC 5402), bounded by opts.MaxDecompressedSize;
+//     RFC 5402), bounded by opts.MaxDecompressedSize for all such layers
+//     together;
 //   - application/pkcs7-mime with smime-type=signed-data: verified, the
 //     content taken from inside the signature (RFC 5751 §3.4.2, opaque
 //     signing);
@@ -43,6 +45,13 @@ func openMessage(contentType string, body []byte, opts OpenOptions) (*Opened, er
 			micAlg = a.micalg
 		}
 	}
+	// The bound holds for all compressed layers together: nesting must
+	// not multiply it by the layer count.
+	limit := opts.MaxDecompressedSize
+	if limit <= 0 {
+		limit = DefaultMaxDecompressedSize
+	}
+	budget := limit
 	o := &Opened{ContentType: contentType}
 	micContent := body
 	cte := ""
@@ -64,7 +73,14 @@ func openMessage(contentType string, body []byte, opts OpenOptions) (*Opened, er
 			smimeType := strings.ToLower(params["smime-type"])
 			switch {
 			case smimeType == "compressed-data" || (smimeType == "" && isCompressedData(body)):
-				inner, err = Decompress(body, opts.MaxDecompressedSize)
+				if budget <= 0 {
+					err = fmt.Errorf("%w: %w: more than %d bytes decompressed in all layers", ErrDecompression, ErrTooLarge, limit)
+					break
+				}
+				if inner, err = Decompress(body, budget); errors.Is(err, ErrTooLarge) && budget < limit {
+					err = fmt.Errorf("%w: %w: more than %d bytes decompressed in all layers", ErrDecompression, ErrTooLarge, limit)
+				}
+				budget -= int64(len(inner))
 				o.Compressed = true
 			case smimeType == "signed-data":
 				var signer *x509.Certificate

@@ -111,3 +111,33 @@ func (c Config) LogValue() slog.Value { return slog.AnyValue(c.view()) }
 func (s *Sender) Format(f fmt.State, verb rune) {
 	redact.Format(f, verb, struct{ Sender configView }{s.cfg.view()})
 }
+
+// openOptionsView is what every printed form of [OpenOptions] shows: the
+// key "REDACTED" with its type, certificates by subject and fingerprint.
+type openOptionsView struct {
+	Cert                string `json:",omitempty"`
+	Key                 string `json:",omitempty"`
+	SignerCert          string `json:",omitempty"`
+	MICAlgorithm        string `json:",omitempty"`
+	MaxDecompressedSize int64  `json:",omitempty"`
+}
+
+func (o OpenOptions) view() openOptionsView {
+	v := openOptionsView{Cert: redact.Cert(o.Cert), SignerCert: redact.Cert(o.SignerCert),
+		MICAlgorithm: o.MICAlgorithm, MaxDecompressedSize: o.MaxDecompressedSize}
+	if o.Key != nil {
+		v.Key = redact.Key(o.Key)
+	}
+	return v
+}
+
+// Format prints o with any verb with Key replaced by "REDACTED" and its
+// type (a *rsa.PrivateKey printed as it is shows its private exponent),
+// and certificates as their subject and fingerprint.
+func (o OpenOptions) Format(f fmt.State, verb rune) { redact.Format(f, verb, o.view()) }
+
+// MarshalJSON encodes o as [OpenOptions.Format] prints it: the key redacted.
+func (o OpenOptions) MarshalJSON() ([]byte, error) { return json.Marshal(o.view()) }
+
+// LogValue logs o as [OpenOptions.Format] prints it: the key redacted.
+func (o OpenOptions) LogValue() slog.Value { return slog.AnyValue(o.view()) }

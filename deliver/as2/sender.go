@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/floodgate-go/floodgate/deliver"
 	"github.com/floodgate-go/floodgate/internal/redact"
@@ -27,6 +26,7 @@ type Sender struct {
 	enc    encryptAlg // content encryption, when EncryptionCert is set
 	steps  []bodyStep // compress, sign, encrypt, in the configured order
 	signAt int        // index of the sign step in steps, or -1
+	echo   []string   // what an error page may echo of the URL and must not be quoted (redact.EchoSecrets)
 }
 
 // NewSender validates cfg, applies its defaults and returns a Sender. The
@@ -37,7 +37,7 @@ func NewSender(cfg Config) (*Sender, error) {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
 	cfg.setDefaults()
-	s := &Sender{cfg: cfg, client: cfg.HTTPClient}
+	s := &Sender{cfg: cfg, client: cfg.HTTPClient, echo: redact.EchoSecrets(cfg.URL, nil)}
 	var err error
 	if s.sign, err = lookupSignAlg(cfg.SignAlgorithm); err != nil {
 		return nil, fmt.Errorf("invalid config: Config.SignAlgorithm: %w", err) // unreachable after Validate
@@ -159,7 +159,7 @@ func (s *Sender) send(ctx context.Context, id string, payload []byte, filename s
 		var de *deliver.Error
 		if errors.As(err, &de) {
 			de.Op = opSend
-			if snippet := bodySnippet(body); snippet != "" {
+			if snippet := redact.Snippet(body, maxSnippet, s.echo); snippet != "" {
 				de.Cause = fmt.Errorf("%w: %s", de.Cause, snippet)
 			}
 		}
@@ -311,23 +311,3 @@ func warnDisposition(mdn *MDN, warns *receiptWarnings) {
 
 // maxSnippet bounds the response text quoted in an error.
 const maxSnippet = 200
-
-// bodySnippet returns the start of an error response body as one line of
-// printable text, for error messages, with the values of sensitive
-// headers it echoes (Authorization, Cookie, signatures) replaced by
-// "REDACTED".
-func bodySnippet(b []byte) string {
-	if len(b) > maxSnippet {
-		b = b[:maxSnippet]
-	}
-	for len(b) > 0 && !utf8.Valid(b) {
-		b = b[:len(b)-1]
-	}
-	s := strings.Join(strings.Fields(redact.Headers(string(b))), " ")
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return -1
-		}
-		return r
-	}, s)
-}

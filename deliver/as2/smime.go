@@ -310,9 +310,10 @@ type OpenOptions struct {
 	// signed message is in the digest it was signed with), else sha-256;
 	// an unknown one falls back to sha-256.
 	MICAlgorithm string
-	// MaxDecompressedSize bounds the content of each compressed-data
-	// layer, in bytes: a larger one fails with [ErrDecompression] and
-	// [ErrTooLarge] after reading at most this much (a zlib bomb).
+	// MaxDecompressedSize bounds the content of the compressed-data
+	// layers, all together, in bytes: more fails with [ErrDecompression]
+	// and [ErrTooLarge] after reading at most this much (a zlib bomb, or
+	// compressed-data nested in itself).
 	// Optional. Default [DefaultMaxDecompressedSize] (64 MiB).
 	MaxDecompressedSize int64
 }

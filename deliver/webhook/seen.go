@@ -21,27 +21,39 @@ func newSeenSet(max int) *seenSet {
 	return &seenSet{max: max, entries: map[[sha256.Size]byte]int64{}}
 }
 
-// add records keys until exp (Unix ns) and returns nil; or [ErrReplay] if
-// any of them is recorded and not expired at now, or [ErrSeenFull] if
-// recording them would exceed max unexpired keys. The keys are one
-// request's: it records all of them or none. An entry is expired when now
-// > its expiry.
-func (s *seenSet) add(exp, now int64, keys ...[sha256.Size]byte) error {
+// add records key and also until exp (Unix ns) and returns nil; or
+// [ErrReplay] if key is recorded and not expired at now, or [ErrSeenFull]
+// if recording them would exceed max unexpired keys. The keys are one
+// request's: it records all of them or none. The keys in also are recorded
+// without being checked (their expiry moved to exp if later): another
+// form of the same request that a replay may take, which another request
+// may share (the floodgate signature of a SchemeBoth request, which does
+// not sign the webhook-id). An entry is expired when now > its expiry.
+func (s *seenSet) add(exp, now int64, key [sha256.Size]byte, also ...[sha256.Size]byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for len(s.byExp) > 0 && s.byExp[0].exp < now {
 		e := heap.Pop(&s.byExp).(expiring)
-		delete(s.entries, e.key)
-	}
-	for _, k := range keys {
-		if _, ok := s.entries[k]; ok {
-			return ErrReplay
+		if x, ok := s.entries[e.key]; ok && x <= e.exp {
+			delete(s.entries, e.key)
 		}
 	}
-	if len(s.entries)+len(keys) > s.max {
+	if _, ok := s.entries[key]; ok {
+		return ErrReplay
+	}
+	n := 1
+	for _, k := range also {
+		if _, ok := s.entries[k]; !ok {
+			n++
+		}
+	}
+	if len(s.entries)+n > s.max {
 		return ErrSeenFull
 	}
-	for _, k := range keys {
+	for _, k := range append([][sha256.Size]byte{key}, also...) {
+		if x, ok := s.entries[k]; ok && x >= exp {
+			continue
+		}
 		s.entries[k] = exp
 		heap.Push(&s.byExp, expiring{key: k, exp: exp})
 	}

@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/floodgate-go/floodgate/deliver"
 	"github.com/floodgate-go/floodgate/internal/redact"
@@ -28,7 +27,8 @@ const userAgent = "floodgate-webhook"
 // Sender posts messages to one webhook endpoint. Create it with [NewSender].
 // It is safe for concurrent use; it keeps no per-message state.
 type Sender struct {
-	cfg Config
+	cfg  Config
+	echo []string // what an error page may echo of the request and must not be quoted (redact.EchoSecrets)
 }
 
 // NewSender validates cfg, applies its defaults and returns a Sender. The
@@ -39,7 +39,7 @@ func NewSender(cfg Config) (*Sender, error) {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
 	cfg.setDefaults()
-	return &Sender{cfg: cfg}, nil
+	return &Sender{cfg: cfg, echo: redact.EchoSecrets(cfg.URL, cfg.Header)}, nil
 }
 
 // Config returns the sender's configuration with defaults applied.
@@ -116,14 +116,14 @@ func (s *Sender) Send(ctx context.Context, id string, payload []byte) error {
 	defer resp.Body.Close()
 	// Read a little of the body for the error message, and drain the rest
 	// (bounded) so the connection can be reused.
-	head, _ := io.ReadAll(io.LimitReader(resp.Body, maxSnippet))
+	head, _ := io.ReadAll(io.LimitReader(resp.Body, int64(maxSnippet+redact.Longest(s.echo))))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 
 	err = deliver.ClassifyHTTP(resp.StatusCode, resp.Header.Get("Retry-After"))
 	var de *deliver.Error
 	if errors.As(err, &de) {
 		de.Op = opSend
-		if snippet := bodySnippet(head); snippet != "" {
+		if snippet := redact.Snippet(head, maxSnippet, s.echo); snippet != "" {
 			de.Cause = fmt.Errorf("%w: %s", de.Cause, snippet)
 		}
 	}
@@ -156,19 +156,3 @@ func validKey(id string) bool {
 
 // maxSnippet bounds the response text quoted in an error.
 const maxSnippet = 200
-
-// bodySnippet returns the start of a response body as one line of printable
-// text, with the values of sensitive headers it echoes (Authorization,
-// Cookie, signatures: [redact.Headers]) replaced by "REDACTED".
-func bodySnippet(b []byte) string {
-	for len(b) > 0 && !utf8.Valid(b) {
-		b = b[:len(b)-1]
-	}
-	s := strings.Join(strings.Fields(redact.Headers(string(b))), " ")
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return -1
-		}
-		return r
-	}, s)
-}

@@ -173,10 +173,12 @@ func (v *Verifier) VerifyAt(h http.Header, body []byte, now time.Time) error {
 		return fmt.Errorf("%w: timestamp %d is %v from now, tolerance %v", ErrTimestampTolerance, secs, skew.Round(time.Second), v.cfg.Tolerance)
 	}
 	var match, found bool
-	// The replay keys: a request is a replay when any is recorded. Under
-	// SchemeBoth a request verified by Standard Webhooks records the
-	// floodgate key too (the sender signs both with one timestamp), so
-	// the same request with its webhook-signature stripped is a replay.
+	// The replay keys: a request is a replay when the first is recorded.
+	// Under SchemeBoth a request verified by Standard Webhooks records the
+	// floodgate key too, unchecked (the sender signs both with one
+	// timestamp), so the same request with its webhook-signature stripped
+	// is a replay, while another message (another webhook-id) with the same
+	// body in the same second is not.
 	var keys [][sha256.Size]byte
 	floodgateKey := func(mac []byte) [sha256.Size]byte {
 		return sha256.Sum256(append([]byte("floodgate\x00"+ts+"\x00"), mac...))
@@ -199,7 +201,7 @@ func (v *Verifier) VerifyAt(h http.Header, body []byte, now time.Time) error {
 	if !match {
 		return ErrSignatureMismatch
 	}
-	if err := v.seen.add(sent.Add(v.cfg.Tolerance).UnixNano(), now.UnixNano(), keys...); err != nil {
+	if err := v.seen.add(sent.Add(v.cfg.Tolerance).UnixNano(), now.UnixNano(), keys[0], keys[1:]...); err != nil {
 		if standard {
 			return fmt.Errorf("%w: webhook-id %q, timestamp %d", err, id, secs)
 		}

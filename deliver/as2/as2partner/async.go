@@ -38,8 +38,11 @@ type AsyncConfig struct {
 	// Receipt-Delivery-Option URL is allowed when its scheme and host
 	// equal an entry's, case-insensitively (with the port when the entry
 	// has one; an entry without a port allows any port of its host), and
-	// its path, dot segments removed, is the entry's path or below it;
-	// userinfo is never allowed.
+	// its path, dot segments removed, is the entry's path or below it,
+	// also with each segment's ";parameters" removed first (as Java servlet
+	// containers read it: "/mdn/..;/admin" is not below "/mdn"); userinfo,
+	// a NUL, a backslash and percent-encoded dots, slashes or backslashes
+	// in the path are never allowed.
 	// Hosts are compared by name, not by the address they resolve to: list
 	// names you trust. Optional.
 	// Default none: a request asking for an asynchronous MDN is refused
@@ -106,7 +109,8 @@ func (c AsyncConfig) allowed(raw string) bool {
 	if err != nil || u.User != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return false
 	}
-	if encodedTraversal(u.RawPath) || encodedTraversal(u.EscapedPath()) || strings.Contains(u.Path, "\\") {
+	if encodedTraversal(u.RawPath) || encodedTraversal(u.EscapedPath()) || strings.Contains(u.Path, "\\") ||
+		strings.IndexByte(u.Path, 0) >= 0 {
 		return false
 	}
 	for _, a := range c.AllowURLs {
@@ -115,7 +119,7 @@ func (c AsyncConfig) allowed(raw string) bool {
 			continue
 		}
 		host := strings.EqualFold(au.Host, u.Host) || (au.Port() == "" && strings.EqualFold(au.Hostname(), u.Hostname()))
-		if strings.EqualFold(au.Scheme, u.Scheme) && host && underPath(u.Path, au.Path) {
+		if strings.EqualFold(au.Scheme, u.Scheme) && host && underPath(u.Path, au.Path) && underPath(withoutParams(u.Path), au.Path) {
 			return true
 		}
 	}
@@ -129,6 +133,20 @@ func (c AsyncConfig) allowed(raw string) bool {
 func encodedTraversal(p string) bool {
 	l := strings.ToLower(p)
 	return strings.Contains(l, "%2e") || strings.Contains(l, "%2f") || strings.Contains(l, "%5c") || strings.Contains(l, "\\")
+}
+
+// withoutParams returns the path p with the ";parameters" of each segment
+// removed, as Java servlet containers (Tomcat, Jetty) read a path before
+// removing dot segments: there "/mdn/..;/admin" is "/admin".
+func withoutParams(p string) string {
+	if !strings.Contains(p, ";") {
+		return p
+	}
+	segs := strings.Split(p, "/")
+	for i, s := range segs {
+		segs[i], _, _ = strings.Cut(s, ";")
+	}
+	return strings.Join(segs, "/")
 }
 
 // underPath reports whether the decoded request path p is the decoded

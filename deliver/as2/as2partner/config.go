@@ -125,8 +125,8 @@ type Config struct {
 	// MaxBodySize bounds a request body, in bytes; a larger one gets HTTP
 	// 413. Optional. Default 10 MiB. Must not be negative.
 	MaxBodySize int64
-	// MaxDecompressedSize bounds the content of each compressed-data layer
-	// of a request, in bytes (RFC 5402): a larger one (a zlib bomb) gets
+	// MaxDecompressedSize bounds the content of a request's compressed-data
+	// layers, all together, in bytes (RFC 5402): more (a zlib bomb) gets
 	// "processed/error: decompression-failed" after at most this much is
 	// read. Optional. Default [as2.DefaultMaxDecompressedSize] (64 MiB).
 	// Must not be negative.

@@ -206,7 +206,10 @@ func (r *Resolver) storeCtx(ctx context.Context) (context.Context, context.Cance
 //     nothing resolved again;
 //   - 400: no readable MDN, or no Original-Message-ID;
 //   - 403: the signature does not verify with the partner's MDNCert
-//     (or its signer is not trusted), or the MDN is unsigned while the
+//     (or its signer is not trusted), or what it signs names another
+//     Original-Message-ID than the one the record was found by (a genuine
+//     MDN re-wrapped so that MIME parsers disagree), or the MDN is
+//     unsigned while the
 //     Sender asked for a signed one (MDNCert or TrustRoots set): nothing
 //     resolved, anyone could have posted it; the record stays pending,
 //     for a genuine MDN or the deadline sweep (mdn-timeout). A Sender
@@ -309,6 +312,12 @@ func (r *Resolver) Resolve(ctx context.Context, contentType string, body []byte)
 		return refused(http.StatusForbidden, metrics.ReasonUnsigned, "MDN unsigned: a signed MDN was asked for")
 	case errors.Is(verr, as2.ErrMDNSignature):
 		return refused(http.StatusForbidden, metrics.ReasonSignature, "MDN signature does not verify")
+	case errors.Is(verr, as2.ErrMDNMismatch):
+		// The record was found by the Original-Message-ID read before the
+		// signature was checked; the signed report names another message.
+		// Only a post altered around a genuine signature gets here (a MIME
+		// parser differential): it proves nothing about this record.
+		return refused(http.StatusForbidden, metrics.ReasonSignature, "MDN signature does not cover this Original-Message-ID")
 	case errors.Is(verr, as2.ErrNoMDN) || errors.Is(verr, as2.ErrMalformedMDN):
 		return refused(http.StatusBadRequest, metrics.ReasonNotMDN, "not an MDN")
 	}

@@ -1,0 +1,46 @@
+package redact
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestSnippetHidesEchoedSecrets: the secrets of a request's URL and
+// headers are hidden wherever the response echoes them, also when one
+// straddles the quote's limit (no prefix of it survives the cut), while
+// word-like path segments and short values stay readable.
+func TestSnippetHidesEchoedSecrets(t *testing.T) {
+	secrets := EchoSecrets("https://u:pw-canary@hooks.example/services/T0001/B0002/PathCanary9?code=QueryCanary8&v=1",
+		http.Header{"X-Tenant": {"Bearer TokenCanary7"}})
+	for _, want := range []string{"PathCanary9", "T0001", "QueryCanary8", "pw-canary", "TokenCanary7", "Bearer TokenCanary7"} {
+		found := false
+		for _, s := range secrets {
+			found = found || s == want
+		}
+		if !found {
+			t.Errorf("EchoSecrets lacks %q: %q", want, secrets)
+		}
+	}
+	for _, s := range secrets {
+		if s == "services" || s == "1" {
+			t.Errorf("EchoSecrets lists the word %q", s)
+		}
+	}
+	const limit = 40
+	for cut := 30; cut < 50; cut++ {
+		body := strings.Repeat("x", cut) + "TokenCanary7 /services/T0001/B0002/PathCanary9"
+		got := Snippet([]byte(body), limit, secrets)
+		if len(got) > limit {
+			t.Errorf("cut %d: %d bytes, limit %d", cut, len(got), limit)
+		}
+		for _, part := range []string{"Tok", "TokenCanary", "Path", "T0001"} {
+			if strings.Contains(got, part) {
+				t.Errorf("cut %d: %q shows %q", cut, got, part)
+			}
+		}
+	}
+	if got := Snippet([]byte("Cannot POST /services/T0001/PathCanary9 Authorization: Bearer x\nnext"), 200, secrets); got != "Cannot POST /services/REDACTED/REDACTED Authorization: REDACTED next" {
+		t.Errorf("Snippet = %q", got)
+	}
+}
