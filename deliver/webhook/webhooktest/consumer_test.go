@@ -109,19 +109,27 @@ func TestDegradedP99(t *testing.T) {
 	}
 }
 
-// TestTimeoutRetryDuplicate: a spike longer than the sender's timeout; the
-// consumer processes the request anyway, the sender retries, and the
-// consumer counts the duplicate under the same idempotency key. The spike
-// (1 s) is far above the timeout (50 ms), so the consumer has long seen the
-// client go away when its work ends (Abandoned), even on a loaded machine.
+// TestTimeoutRetryDuplicate: a sender that gives up on a slow request;
+// the consumer processes it anyway, the sender retries, and the consumer
+// counts the duplicate under the same idempotency key. The sender's
+// deadline passes once the consumer has the request (timeoutCtx), not at
+// a fixed time: a fixed 50 ms could pass before a loaded machine delivered
+// the request, which then was never processed (it failed 1 run in many).
 func TestTimeoutRetryDuplicate(t *testing.T) {
 	clock := &fakeClock{t: t0}
 	c, srv := start(t, webhooktest.Config{
 		Secret: secret, Clock: clock,
 		Script: webhooktest.Degraded(time.Minute, 0, time.Second, 1),
 	})
-	s := sender(t, srv.URL, clock, 50*time.Millisecond)
-	err := s.Send(context.Background(), "trigger-1", []byte(`{"event":"exit"}`))
+	s := sender(t, srv.URL, clock, time.Minute) // a hang guard: the deadline is ctx's
+	ctx := newTimeoutCtx()
+	go func() {
+		for c.Stats().Requests == 0 {
+			time.Sleep(time.Millisecond)
+		}
+		ctx.expire() // the consumer is in its 1 s spike
+	}()
+	err := s.Send(ctx, "trigger-1", []byte(`{"event":"exit"}`))
 	if !deliver.IsRetryable(err) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Send = %v, want retryable timeout", err)
 	}
@@ -326,4 +334,29 @@ func TestValidateAppliesDefaults(t *testing.T) {
 			return c
 		},
 	})
+}
+
+// timeoutCtx is a context whose deadline passes when the test says so
+// (expire): Done closes and Err is context.DeadlineExceeded, as for a
+// sender's timeout.
+type timeoutCtx struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newTimeoutCtx() *timeoutCtx {
+	return &timeoutCtx{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (c *timeoutCtx) expire()               { c.once.Do(func() { close(c.done) }) }
+func (c *timeoutCtx) Done() <-chan struct{} { return c.done }
+
+func (c *timeoutCtx) Err() error {
+	select {
+	case <-c.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
 }
