@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/floodgate-go/floodgate/internal/natsconn"
 	"github.com/floodgate-go/floodgate/internal/natsserver"
@@ -81,6 +82,27 @@ func TestUnparsableURLIsRedacted(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "s3cret") || strings.Contains(err.Error(), "alice") {
 		t.Errorf("error %q shows the credentials", err)
+	}
+}
+
+// The connection error of a URL whose password holds a list separator or
+// a bad escape, or whose query holds a token, shows none of it: nats.go
+// splits the list on commas and quotes the pieces it cannot parse.
+func TestOddCredentialsAreRedacted(t *testing.T) {
+	isolate(t)
+	for _, c := range []struct{ url, secret string }{
+		{"nats://u:canA,ryPW@127.0.0.1:1", "canA"},
+		{"nats://u:canA,ryPW@127.0.0.1:1", "ryPW"},
+		{"nats://u:canary%zz@127.0.0.1:1", "%zz"},
+		{"nats://127.0.0.1:1?token=s3cretTok", "s3cretTok"},
+	} {
+		_, err := natsconn.Options{Server: c.url, Timeout: time.Second}.Connect("test")
+		if err == nil {
+			t.Fatalf("%s: connected", c.url)
+		}
+		if strings.Contains(err.Error(), c.secret) {
+			t.Errorf("%s: error %q shows %q", c.url, err, c.secret)
+		}
 	}
 }
 

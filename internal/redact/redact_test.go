@@ -42,3 +42,38 @@ func TestError(t *testing.T) {
 		t.Fatal("an error without credentials must be returned as is")
 	}
 }
+
+// A password holding a list separator, a bad escape or a query token is
+// never printed, in part or whole, by URL or in an error quoting pieces of
+// it (nats.go splits the server list on commas before parsing).
+func TestCredentialsWithSeparatorsAndEscapes(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"nats://u:canA,ryPW@127.0.0.1:1", "nats://REDACTED@127.0.0.1:1"},
+		{"nats://u:a,b@h1:1,nats://c:d@h2:2", "nats://REDACTED@h1:1,nats://REDACTED@h2:2"},
+		{"h0:1, nats://u:p@h1:1", "h0:1,nats://REDACTED@h1:1"},
+		{"nats://h:4222?token=s3cret", "nats://h:4222?REDACTED"},
+		{"nats://u:canary%zz@h:1", "nats://REDACTED@h:1"},
+		{"nats://h1:1,h2:2", "nats://h1:1,h2:2"},
+	} {
+		if got := URL(c.in); got != c.want {
+			t.Errorf("URL(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	for _, c := range []struct{ urls, parse, secret string }{
+		{"nats://u:canA,ryPW@127.0.0.1:1", "nats://u:canA", "canA"},
+		{"nats://u:canA,ryPW@127.0.0.1:1", "ryPW@127.0.0.1:1", "ryPW"},
+		{"nats://u:canary%zz@h:1", "nats://u:canary%zz@h:1", "%zz"},
+		{"nats://h:1?token=s3cret", "nats://h:1?token=s3cret", "s3cret"},
+	} {
+		_, perr := url.Parse(c.parse)
+		if perr == nil {
+			perr = fmt.Errorf("connect to %q: refused", c.parse)
+		}
+		if !strings.Contains(perr.Error(), c.secret) {
+			t.Fatalf("precondition: %v quotes %q", perr, c.secret)
+		}
+		if got := Error(perr, c.urls).Error(); strings.Contains(got, c.secret) {
+			t.Errorf("Error(%v, %q) = %q: holds %q", perr, c.urls, got, c.secret)
+		}
+	}
+}
