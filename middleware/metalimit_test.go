@@ -7,12 +7,14 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/google/uuid"
 
 	"github.com/floodgate-go/floodgate/breaker"
 	"github.com/floodgate-go/floodgate/internal/configtest"
+	"github.com/floodgate-go/floodgate/internal/natstest"
 	"github.com/floodgate-go/floodgate/middleware"
 	"github.com/floodgate-go/floodgate/partner"
 	"github.com/floodgate-go/floodgate/retryqueue"
@@ -254,4 +256,32 @@ func TestMaxMetadataSizeValidate(t *testing.T) {
 		},
 		New: func(c middleware.Config) error { _, err := middleware.New(c); return err },
 	})
+}
+
+// TestDrainedMetadataTooLarge: a drained message over the limit (lowered
+// since its diversion) is dead-lettered too, its handler not called.
+func TestDrainedMetadataTooLarge(t *testing.T) {
+	e := newEnv(t, smallBreaker)
+	m := withOwnMeta(t, 2<<10, nil)
+	if err := e.q.Divert(context.Background(), m, retryqueue.ReasonOpen, breaker.ErrOpen); err != nil {
+		t.Fatal(err)
+	}
+	var calls atomic.Int64
+	d, err := retryqueue.NewDrainer(retryqueue.DrainerConfig{
+		JetStream: e.js, Queue: e.q, PollInterval: 50 * time.Millisecond, Rate: 200,
+		Gate:    retryqueue.GateFunc(func() int { return 1 }),
+		Handler: e.guarded(1<<10, &calls),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	natstest.Run(t, d.Run)
+	natstest.Eventually(t, 30*time.Second, func() bool { return len(e.dead()) > 0 }, "the drained message was not dead-lettered")
+	dead := e.dead()
+	if r := dead[0].Metadata.Get(retryqueue.MetaDeadReason); len(dead) != 1 || r != middleware.DeadReasonMetadataTooLarge {
+		t.Errorf("%d dead letters, reason %q; want 1, %q", len(dead), r, middleware.DeadReasonMetadataTooLarge)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("handler called %d times, want 0", n)
+	}
 }
