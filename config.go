@@ -100,6 +100,13 @@ type Config struct {
 	// must be below Drain.Drainer.AckWait (30 s by default), and, for live
 	// messages, below the Subscriber's AckWait.
 	Timeout time.Duration
+	// MaxMetadataSize bounds a message's own metadata in bytes
+	// ([middleware.Config.MaxMetadataSize]): a message over it is
+	// dead-lettered with reason [middleware.DeadReasonMetadataTooLarge].
+	// Optional. Default [middleware.DefaultMaxMetadataSize] (32 KiB).
+	// Valid range: -1 ([middleware.NoMaxMetadataSize], no limit) or
+	// 1 KiB..16 MiB.
+	MaxMetadataSize int
 	// Queue tunes the retry queue: its stream names, MaxAttempts, MaxAge,
 	// Backoff, Service ([retryqueue.Config]). Publisher, JetStream, Source,
 	// Handler, Partner and OrderingKey must be zero: New sets the first

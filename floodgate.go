@@ -145,16 +145,19 @@ func (f *Floodgate) build(ctx context.Context, logger watermill.LoggerAdapter) e
 		key = func(*message.Message) string { return "" }
 	}
 	guard, err := middleware.New(middleware.Config{
-		Partners:       f.partners,
-		PartnerKey:     key,
-		DefaultPartner: f.cfg.defaultPartner(),
-		Queue:          f.queue,
-		Timeout:        f.cfg.Timeout,
-		OnEvent:        f.onEvent,
-		Logger:         logger,
+		Partners:        f.partners,
+		PartnerKey:      key,
+		DefaultPartner:  f.cfg.defaultPartner(),
+		Queue:           f.queue,
+		Timeout:         f.cfg.Timeout,
+		MaxMetadataSize: f.cfg.MaxMetadataSize,
+		OnEvent:         f.onEvent,
+		Logger:          logger,
 	})
 	if err != nil {
-		return field("Timeout", err, middleware.ErrInvalidConfig)
+		// MaxMetadataSize is the one field of f.cfg the middleware
+		// checks.
+		return field("MaxMetadataSize", err, middleware.ErrInvalidConfig)
 	}
 	deliver := f.cfg.Deliver
 	f.handler = guard(func(msg *message.Message) ([]*message.Message, error) { return nil, deliver(msg) })

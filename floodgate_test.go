@@ -202,10 +202,11 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		// A drained delivery must settle within its consumer's AckWait.
 		"timeout past ack wait": {func(c *floodgate.Config) { c.Timeout = 20 * time.Second; c.Drain.Drainer.AckWait = 10 * time.Second }, "Drain.Drainer.AckWait"},
 		// The packages' own checks name the floodgate.Config field too.
-		"queue field":   {func(c *floodgate.Config) { c.Queue.MaxAttempts = -1 }, "Config.Queue: retryqueue: invalid config: MaxAttempts"},
-		"bad retry":     {func(c *floodgate.Config) { c.Queue.RetryTopic = "a.b" }, "Config.Queue"},
-		"partner field": {func(c *floodgate.Config) { c.Partner.MaxInFlight = -1 }, "Config.Partner: partner: invalid config"},
-		"drain field":   {func(c *floodgate.Config) { c.Drain.MaxInFlight = -1 }, "Config.Drain: retryqueue: invalid config: MaxInFlight"},
+		"queue field":    {func(c *floodgate.Config) { c.Queue.MaxAttempts = -1 }, "Config.Queue: retryqueue: invalid config: MaxAttempts"},
+		"bad retry":      {func(c *floodgate.Config) { c.Queue.RetryTopic = "a.b" }, "Config.Queue"},
+		"partner field":  {func(c *floodgate.Config) { c.Partner.MaxInFlight = -1 }, "Config.Partner: partner: invalid config"},
+		"drain field":    {func(c *floodgate.Config) { c.Drain.MaxInFlight = -1 }, "Config.Drain: retryqueue: invalid config: MaxInFlight"},
+		"metadata limit": {func(c *floodgate.Config) { c.MaxMetadataSize = 100 }, "Config.MaxMetadataSize: middleware: invalid config: MaxMetadataSize is 100, want -1 (no limit) or 1024..16777216"},
 	} {
 		c2 := ok
 		c.mut(&c2)

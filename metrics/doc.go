@@ -81,7 +81,7 @@
 //	floodgate_calls_total{partner,outcome}                counter: success, failure, slow, neutral, rejected
 //	floodgate_delivery_latency_seconds{partner,outcome}   histogram of admitted calls' handler time: success, failure, slow, neutral
 //	floodgate_diverted_total{partner,reason}              counter: open, probe-limit, ramp, failure, ordering, not-attempted, partner-limit, bulkhead, parked, other
-//	floodgate_dead_lettered_total{partner,reason}         counter: permanent, malformed, max-attempts, max-age, too-large, max-deliver, route-mismatch, no-partner, partner-key-too-long, partner-config, other
+//	floodgate_dead_lettered_total{partner,reason}         counter: permanent, malformed, max-attempts, max-age, too-large, max-deliver, route-mismatch, no-partner, partner-key-too-long, partner-config, metadata-too-large, other
 //	floodgate_nacked_total{partner}                       counter: outcomes that could not be made durable
 //	floodgate_delivery_warnings_total{partner,reason}     counter: unconfirmed, mdn-unsigned, mic-missing, mic-mismatch, mdn-warning, other
 //

@@ -104,7 +104,8 @@ var (
 		middleware.ReasonPartnerLimit, middleware.ReasonBulkhead, middleware.ReasonParked}
 	deadReasons = []string{retryqueue.DeadReasonPermanent, retryqueue.DeadReasonMalformed,
 		retryqueue.DeadReasonMaxAttempts, retryqueue.DeadReasonMaxAge, retryqueue.DeadReasonTooLarge, middleware.DeadReasonMaxDeliver,
-		retryqueue.DeadReasonMDNTimeout, retryqueue.DeadReasonRoute, middleware.DeadReasonNoPartner, middleware.DeadReasonPartnerKey, middleware.DeadReasonPartnerConfig}
+		retryqueue.DeadReasonMDNTimeout, retryqueue.DeadReasonRoute, middleware.DeadReasonNoPartner, middleware.DeadReasonPartnerKey, middleware.DeadReasonPartnerConfig,
+		middleware.DeadReasonMetadataTooLarge}
 	warnReasons     = deliver.WarnReasons()
 	transitionPairs = [][2]breaker.State{
 		{breaker.StateClosed, breaker.StateOpen}, {breaker.StateOpen, breaker.StateHalfOpen},

@@ -28,6 +28,25 @@ const DefaultTimeout = 10 * time.Second
 // allocates nothing.
 const NoTimeout time.Duration = -1
 
+// DefaultMaxMetadataSize is [Config.MaxMetadataSize] when it is zero:
+// 32 KiB of a message's own metadata, keys and values. It is well above
+// what a message pipeline carries (AS2 and webhook headers, trace context:
+// a few hundred bytes to a few KiB), and low enough that such a message,
+// with the metadata floodgate adds (about 6 KiB at most at the retry
+// queue's defaults), still fits the 64 KiB JetStream allows a stored
+// message's headers, so it can be diverted as it is.
+const DefaultMaxMetadataSize = 32 << 10
+
+// NoMaxMetadataSize, as [Config.MaxMetadataSize], turns the limit off: a
+// message's metadata is then bounded by the NATS server's max_payload only.
+const NoMaxMetadataSize = -1
+
+// The range of [Config.MaxMetadataSize] besides [NoMaxMetadataSize].
+const (
+	minMaxMetadataSize = 1 << 10
+	maxMaxMetadataSize = 16 << 20
+)
+
 // ErrInvalidConfig is wrapped by every error [New] returns for a bad [Config].
 var ErrInvalidConfig = errors.New("middleware: invalid config")
 
@@ -92,6 +111,23 @@ type Config struct {
 	// Optional. Default [deliver.IsPermanent].
 	IsPermanent func(error) bool
 
+	// MaxMetadataSize bounds a message's own metadata, in bytes: the sum of
+	// len(key)+len(value) over its keys not starting with "floodgate_"
+	// (floodgate's bookkeeping, bounded by [retryqueue.Config.MaxHistory]
+	// and MaxErrorLen and checked by [retryqueue.Queue.Malformed]). A live
+	// or drained message over it is untrusted input built to exhaust
+	// memory or a partner's header limits: it is dead-lettered with reason
+	// [DeadReasonMetadataTooLarge] before admission, never delivered and
+	// never diverted (a diversion would publish it again), and the breaker
+	// is not asked. Optional. Default [DefaultMaxMetadataSize] (32 KiB).
+	// Valid range: -1 ([NoMaxMetadataSize], no limit) or 1 KiB..16 MiB;
+	// below 1 KiB ordinary headers (AS2's, trace context) would be
+	// refused; JetStream stores at most 64 KiB of headers, so above that
+	// it bounds only messages from another transport, and above 16 MiB
+	// it exceeds what a NATS server is advised to carry (max_payload
+	// 1 MiB by default, at most 8 MiB recommended).
+	MaxMetadataSize int
+
 	// OnEvent, when set, is called once per message with what the middleware
 	// did with it, after the outcome is durable. It runs on the handler's
 	// goroutine: keep it fast. Optional.
@@ -105,6 +141,9 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.Timeout == 0 {
 		c.Timeout = DefaultTimeout
+	}
+	if c.MaxMetadataSize == 0 {
+		c.MaxMetadataSize = DefaultMaxMetadataSize
 	}
 	if c.IsPermanent == nil {
 		c.IsPermanent = deliver.IsPermanent
@@ -135,6 +174,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: PartnerKey and DefaultPartner are allowed with Partners only, not with Breaker", ErrInvalidConfig)
 	case c.Queue == nil:
 		return fmt.Errorf("%w: Queue is required", ErrInvalidConfig)
+	case c.MaxMetadataSize != NoMaxMetadataSize && (c.MaxMetadataSize < minMaxMetadataSize || c.MaxMetadataSize > maxMaxMetadataSize):
+		return fmt.Errorf("%w: MaxMetadataSize is %d, want -1 (no limit) or %d..%d bytes (1 KiB..16 MiB)",
+			ErrInvalidConfig, c.MaxMetadataSize, minMaxMetadataSize, maxMaxMetadataSize)
 	}
 	return nil
 }

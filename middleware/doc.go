@@ -10,17 +10,20 @@
 //     key starting with "floodgate_" is checked (every drained one, and any
 //     live one claiming floodgate state); another is checked when it is
 //     diverted, and dead-lettered then if it cannot be queued;
-//  2. with per-key ordering on ([retryqueue.Config.OrderingKey]), diverts it
+//  2. dead-letters it with reason [DeadReasonMetadataTooLarge] if its own
+//     metadata is larger than [Config.MaxMetadataSize] (32 KiB by default),
+//     counted in the same pass over the metadata as step 1's check;
+//  3. with per-key ordering on ([retryqueue.Config.OrderingKey]), diverts it
 //     (reason "ordering") while its key still has messages in the backlog;
-//  3. asks the [breaker.Breaker] for a permit. When the breaker rejects the call
+//  4. asks the [breaker.Breaker] for a permit. When the breaker rejects the call
 //     (open, or half-open with every probe slot taken) the message is diverted
 //     to the durable retry queue with reason "open", "probe-limit" or, while
 //     a ramp or adaptive recovery throttles, "ramp";
-//  4. when admitted, runs the wrapped handler under a deadline
+//  5. when admitted, runs the wrapped handler under a deadline
 //     ([Config.Timeout], or none with [NoTimeout]) and reports the outcome
 //     with its latency to the breaker, which judges slow calls ([IsProbe]
 //     tells the handler its call is a half-open probe);
-//  5. diverts a retryable failure to the retry queue (reason "failure") and
+//  6. diverts a retryable failure to the retry queue (reason "failure") and
 //     dead-letters a permanent one ([Config.IsPermanent]).
 //
 // # Handler errors

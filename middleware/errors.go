@@ -86,3 +86,10 @@ func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v",
 // there is no [Config.DefaultPartner], or a drained message's route has no
 // known partner key.
 var ErrNoPartner = errors.New("middleware: no partner key")
+
+// ErrMetadataTooLarge is the cause (in [Event.Err] and the dead letter's
+// MetaLastError) of a message dead-lettered with
+// [DeadReasonMetadataTooLarge]: its own metadata is larger than
+// [Config.MaxMetadataSize]. The error gives the size, the number of keys
+// and the limit; it never quotes a key or value, which may hold a secret.
+var ErrMetadataTooLarge = errors.New("middleware: metadata too large")

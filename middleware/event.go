@@ -72,7 +72,8 @@ type Event struct {
 	// [ErrNotAttempted]; in per-partner mode also [ReasonPartnerLimit] and
 	// [ReasonBulkhead], diverted as not attempted) or the dead-letter
 	// reason (a retryqueue DeadReason constant: "permanent", "malformed",
-	// "max-attempts", "max-age"; in per-partner mode also
+	// "max-attempts", "max-age", [DeadReasonMetadataTooLarge]; in
+	// per-partner mode also
 	// [DeadReasonNoPartner], [DeadReasonPartnerKey],
 	// [DeadReasonPartnerConfig]; the detail is in Err and in the dead
 	// letter's MetaLastError); empty for Delivered. [DeadReasonMaxDeliver]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -29,7 +30,10 @@ func New(cfg Config) (message.HandlerMiddleware, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("invalid config: %w", err)
 	}
-	g := &guard{cfg: cfg, reg: cfg.Partners}
+	g := &guard{cfg: cfg, reg: cfg.Partners, maxMeta: cfg.MaxMetadataSize}
+	if g.maxMeta == NoMaxMetadataSize {
+		g.maxMeta = math.MaxInt
+	}
 	if cfg.Breaker != nil {
 		bc := cfg.Breaker.Config()
 		g.clock, g.classify = bc.Clock, bc.Classifier
@@ -43,6 +47,8 @@ func New(cfg Config) (message.HandlerMiddleware, error) {
 type guard struct {
 	cfg Config
 	reg *partner.Registry // per-partner mode; nil in single-partner mode
+
+	maxMeta int // Config.MaxMetadataSize; math.MaxInt for none
 
 	// Single-partner mode only.
 	clock    breaker.Clock               // the breaker's, so latency is judged on its time
@@ -171,7 +177,7 @@ func (g *guard) handle(h message.HandlerFunc, msg *message.Message) ([]*message.
 	if g.reg != nil {
 		c.key, c.drained, noKey = g.partnerKey(msg)
 	}
-	if noKey != nil || msg.Context().Err() != nil || floodgateMeta(msg.Metadata) || g.cfg.Queue.Holds(msg) {
+	if noKey != nil || msg.Context().Err() != nil || screenMeta(msg.Metadata, g.maxMeta) || g.cfg.Queue.Holds(msg) {
 		if err, settled := g.screen(msg, &c, noKey); settled {
 			return nil, err
 		}
@@ -199,11 +205,26 @@ func (g *guard) handle(h message.HandlerFunc, msg *message.Message) ([]*message.
 // retryqueue Meta* constants).
 const floodgatePrefix = "floodgate_"
 
-// floodgateMeta reports whether md has a key of floodgate's: only such a
-// message can have floodgate metadata that is malformed. Not inlined: the
-// map iterator's frame would stay in handle's while the handler runs.
+// screenMeta reports whether md must be screened: it has a key of
+// floodgate's (only such a message can have floodgate metadata that is
+// malformed), or its own metadata is larger than limit bytes (see
+// ownMetaSize). One pass over md, which the healthy path makes anyway. Not
+// inlined: the map iterator's frame would stay in handle's while the
+// handler runs.
 //
 //go:noinline
+func screenMeta(md message.Metadata, limit int) bool {
+	n := 0
+	for k, v := range md {
+		if strings.HasPrefix(k, floodgatePrefix) {
+			return true
+		}
+		n += len(k) + len(v)
+	}
+	return n > limit
+}
+
+// floodgateMeta reports whether md has a key of floodgate's.
 func floodgateMeta(md message.Metadata) bool {
 	for k := range md {
 		if strings.HasPrefix(k, floodgatePrefix) {
@@ -213,12 +234,24 @@ func floodgateMeta(md message.Metadata) bool {
 	return false
 }
 
+// ownMetaSize returns the size of md's own metadata, the sum of
+// len(key)+len(value) over its keys not of floodgate's, and their number.
+func ownMetaSize(md message.Metadata) (size, keys int) {
+	for k, v := range md {
+		if !strings.HasPrefix(k, floodgatePrefix) {
+			size, keys = size+len(k)+len(v), keys+1
+		}
+	}
+	return size, keys
+}
+
 // screen settles, before admission, a message that must not be admitted,
 // first match wins: its context is done (nacked, or dead-lettered on its
 // last delivery); it has no partner (dead-lettered); its floodgate
 // metadata is malformed (dead-lettered, see [retryqueue.Queue.Malformed]);
-// its ordering key is held (diverted "ordering"). settled is false when
-// none applies: the message goes on to admission.
+// its own metadata is larger than [Config.MaxMetadataSize]
+// (dead-lettered); its ordering key is held (diverted "ordering").
+// settled is false when none applies: the message goes on to admission.
 func (g *guard) screen(msg *message.Message, c *call, noKey error) (err error, settled bool) {
 	ev := c.event(msg)
 	if ctx := msg.Context(); ctx.Err() != nil {
@@ -246,6 +279,13 @@ func (g *guard) screen(msg *message.Message, c *call, noKey error) (err error, s
 			ev.Partner = g.tokenOf(c.key)
 			return g.deadLetter(msg, ev, c.key, retryqueue.DeadReasonMalformed, fmt.Errorf("%w: %s", retryqueue.ErrMalformed, reason)), true
 		}
+	}
+	// Metadata too large: checked for drained messages too, which
+	// MaxMetadataSize may have been lowered for since their diversion.
+	if size, keys := ownMetaSize(msg.Metadata); size > g.maxMeta {
+		ev.Partner = g.tokenOf(c.key)
+		return g.deadLetter(msg, ev, c.key, DeadReasonMetadataTooLarge,
+			fmt.Errorf("%w: %d bytes in %d keys, limit %d (MaxMetadataSize)", ErrMetadataTooLarge, size, keys, g.maxMeta)), true
 	}
 	// Per-key ordering: the key still has messages in the backlog, so
 	// this one queues behind them (never true for drained messages).

@@ -1,5 +1,12 @@
 package middleware
 
+// DeadReasonMetadataTooLarge is the dead-letter reason of a message whose
+// own metadata is larger than [Config.MaxMetadataSize] (the cause wraps
+// [ErrMetadataTooLarge] and gives the size and the limit, never a key or
+// value). It is dead-lettered before admission, in either mode, on its
+// partner's route.
+const DeadReasonMetadataTooLarge = "metadata-too-large"
+
 // Reasons of the per-partner mode ([Config.Partners]). Each is a constant,
 // so an [Event.Reason] stays a bounded label value.
 const (

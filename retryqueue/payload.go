@@ -28,11 +28,23 @@ func PayloadBucketConfig(bucket string) jetstream.ObjectStoreConfig {
 }
 
 // tooLarge reports whether err says a message exceeds the server's
-// max_payload (the client checks it before sending) or the stream's
-// MaxMsgSize.
+// max_payload (the client checks it before sending), the stream's
+// MaxMsgSize, or JetStream's bound on a stored message's headers (64 KiB,
+// whatever max_payload is).
 func tooLarge(err error) bool {
-	return err != nil && (errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum))
+	if err == nil {
+		return false
+	}
+	var api *jetstream.APIError
+	return errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum) ||
+		errors.As(err, &api) && api.ErrorCode == jsErrCodeHeaderExceedsMaximum
 }
+
+// jsErrCodeHeaderExceedsMaximum is JetStream's refusal of a message whose
+// headers exceed 64 KiB (nats-server's JSStreamHeaderExceedsMaximumErr,
+// "header size exceeds maximum allowed of 64k"); nats.go names no
+// constant for it.
+const jsErrCodeHeaderExceedsMaximum jetstream.ErrorCode = 10097
 
 // objectName is the name of the payload object of a message: the hex
 // SHA-256 of its UUID, a zero byte and its payload. A redelivered message

@@ -17,7 +17,8 @@ const reasonOther = "other"
 // set, from their constants, in the order of the metrics' reason label.
 var deadReasons = []string{retryqueue.DeadReasonPermanent, retryqueue.DeadReasonMalformed,
 	retryqueue.DeadReasonMaxAttempts, retryqueue.DeadReasonMaxAge, retryqueue.DeadReasonTooLarge, middleware.DeadReasonMaxDeliver,
-	retryqueue.DeadReasonMDNTimeout, retryqueue.DeadReasonRoute, middleware.DeadReasonNoPartner, middleware.DeadReasonPartnerKey, middleware.DeadReasonPartnerConfig}
+	retryqueue.DeadReasonMDNTimeout, retryqueue.DeadReasonRoute, middleware.DeadReasonNoPartner, middleware.DeadReasonPartnerKey, middleware.DeadReasonPartnerConfig,
+	middleware.DeadReasonMetadataTooLarge}
 
 // reasonValues lists the values -reason accepts, for help and errors.
 func reasonValues() string { return strings.Join(append(slices.Clone(deadReasons), reasonOther), ", ") }

@@ -70,7 +70,7 @@ func TestReasonFilters(t *testing.T) {
 	for _, args := range [][]string{{"deadletters", "list"}, {"replay"}, {"purge", "-yes"}} {
 		code, out, errOut := runCmd(append(append(args, "-reason", "max-attempt"), s.flags()...)...)
 		if code != exitUsage || out != "" || strings.Count(errOut, `unknown reason "max-attempt"`) != 1 ||
-			!strings.Contains(errOut, "max-attempts, max-age") || !strings.Contains(errOut, "partner-config, other") {
+			!strings.Contains(errOut, "max-attempts, max-age") || !strings.Contains(errOut, "metadata-too-large, other") {
 			t.Errorf("%v -reason max-attempt: exit %d, out %q, err %q; want 2 listing the reasons", args, code, out, errOut)
 		}
 	}
