@@ -42,6 +42,12 @@ type PendingReceipt struct {
 	// Partner is the partner key of the message's route, from
 	// [WithOriginal], or "" when Send was not given one.
 	Partner string `json:"partner,omitempty"`
+	// Service is the service whose route the message came from
+	// (retryqueue.Config.Service), stamped by a store that knows it
+	// (asyncmdn.StoreConfig.Service), or "" for a store of one service.
+	// Send leaves it "". A resolver dead-letters only records of its own
+	// service, or of none.
+	Service string `json:"service,omitempty"`
 	// MIC is the Received-Content-MIC the partner should return,
 	// "<base64>, <alg>" (RFC 4130 §7.3.1), and MICAlg its algorithm in
 	// RFC 5751 spelling ("sha-256").

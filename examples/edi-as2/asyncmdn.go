@@ -32,12 +32,13 @@ type asyncReceipts struct {
 	dead     atomic.Int64 // dead-lettered: negative MDN or mdn-timeout
 }
 
-// newAsyncReceipts creates the bucket and starts the endpoint, which
-// answers 503 until start gives it its resolver.
-func newAsyncReceipts(ctx context.Context, js jetstream.JetStream, runID string) (*asyncReceipts, error) {
+// newAsyncReceipts creates the bucket, its records naming service (the
+// retry queue's service), and starts the endpoint, which answers 503
+// until start gives it its resolver.
+func newAsyncReceipts(ctx context.Context, js jetstream.JetStream, runID, service string) (*asyncReceipts, error) {
 	a := &asyncReceipts{bucket: "floodgate_as2_receipts_" + runID}
 	var err error
-	if a.store, err = asyncmdn.NewStore(ctx, js, asyncmdn.StoreConfig{Bucket: a.bucket, TTL: time.Hour}); err != nil {
+	if a.store, err = asyncmdn.NewStore(ctx, js, asyncmdn.StoreConfig{Bucket: a.bucket, TTL: time.Hour, Service: service}); err != nil {
 		return nil, err
 	}
 	a.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {

@@ -40,6 +40,9 @@ var testdata embed.FS
 const (
 	ourAS2ID = "FLOODGATE-SUPPLIER"
 	idDomain = "edi-as2.floodgate"
+	// deliveryHandler is the guarded handler's name: with the source topic
+	// it names the retry queue's service (retryqueue.ServiceName).
+	deliveryHandler = "as2-delivery"
 
 	// probeConcurrency is the breaker's cap on half-open probes in flight.
 	probeConcurrency = 2
@@ -123,7 +126,9 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	// the -faulty one follows the fault script.
 	var async *asyncReceipts // -mdn async: the receipt endpoint and the pending receipts
 	if o.mdn == as2.MDNAsync {
-		if async, err = newAsyncReceipts(ctx, js, runID); err != nil {
+		// The records name the queue's service: floodgate derives it from
+		// the source topic and the handler's name (below).
+		if async, err = newAsyncReceipts(ctx, js, runID, retryqueue.ServiceName(sourceTopic, deliveryHandler)); err != nil {
 			return nil, err
 		}
 		defer async.srv.Close()
@@ -178,7 +183,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	}
 	retryTopic, deadTopic := "floodgate_retry_"+runID, "floodgate_dead_"+runID
 	fg, err = floodgate.New(ctx, router, floodgate.Config{
-		Name: "as2-delivery", Topic: sourceTopic, Subscriber: sub, JetStream: js,
+		Name: deliveryHandler, Topic: sourceTopic, Subscriber: sub, JetStream: js,
 		PartnerKey: func(m *message.Message) string { return m.Metadata.Get("AS2-To") },
 		Deliver: func(msg *message.Message) error {
 			key := msg.Metadata.Get("AS2-To")

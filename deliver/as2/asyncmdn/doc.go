@@ -38,15 +38,27 @@
 // is resolved again (at-least-once: a dead letter may then be doubled,
 // never lost). Every outcome goes to [Config.OnOutcome].
 //
-// A bucket belongs to one service: records do not name the service, and
-// every Resolver on a bucket sweeps all its records and dead-letters them
-// into its own [Config.Queue]'s route. Give each service its own bucket
-// ([StoreConfig.Bucket]); the least-privilege permissions require it.
-//
 // The breaker is not involved: it judged the HTTP exchange when Send
 // returned. A record Send could not store is [as2.ErrPendingStore], which
 // wraps [deliver.ErrLocal]: the middleware diverts the message and reports
 // the call as neutral, never as the partner's failure.
+//
+// # Services
+//
+// Each service (retryqueue.Config.Service) is best given its own bucket
+// ([StoreConfig.Bucket]): the least-privilege grants ([ServiceAccess])
+// are per bucket, so services sharing one can read and change each
+// other's records. Services that do share a bucket set
+// [StoreConfig.Service] on their Stores: [Store.PutPending] stamps it on
+// each record ([as2.PendingReceipt.Service]), [New] requires it to equal
+// [Config.Queue]'s service, and a Resolver then sweeps and resolves only
+// its own service's records, each dead letter going to that service's
+// route; an MDN for another service's record is answered as an early one
+// (503, see [Resolver.ServeHTTP]). A record naming no service (a Store
+// without Service) is swept and resolved by every Resolver on the bucket,
+// into its own Queue's route, as when the bucket serves one service.
+// Records are keyed by Message-ID alone, so services sharing a bucket
+// need distinct Message-IDs (as2.Config.MessageIDDomain per service).
 //
 // # Metrics
 //

@@ -12,9 +12,11 @@ import (
 // JetStream API of its stream KV_<bucket> that [NewStore] and the store
 // use (create or update the bucket, read records, list keys through an
 // ordered consumer and answer its flow control). A key list reads every
-// record, and stream-level reads cannot be limited to some keys, so the
-// grant assumes the bucket is the service's own: give each service its own
-// [StoreConfig.Bucket] (see the permissions package). The dead letters the
+// record, and stream-level reads cannot be limited to some keys (keys are
+// hashed Message-IDs, not per service), so the grant isolates a service
+// only on its own [StoreConfig.Bucket], as recommended (see the
+// permissions package): services sharing a bucket ([StoreConfig.Service])
+// each get all of it, and can read and change each other's records. The dead letters the
 // Resolver writes are the retry queue's (retryqueue.ServiceAccess).
 func ServiceAccess(bucket string) []string {
 	return append(OperatorAccess(bucket, true), jetstream.DefaultAPIPrefix+"STREAM.UPDATE."+stream(bucket))

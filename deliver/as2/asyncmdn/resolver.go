@@ -42,7 +42,8 @@ func (wallClock) Now() time.Time { return time.Now() }
 // Config configures [New].
 type Config struct {
 	// Store holds the pending receipts: the same bucket every sending
-	// replica's [as2.Config.Receipts] writes to. Required.
+	// replica's [as2.Config.Receipts] writes to. Required. When its
+	// [StoreConfig.Service] is set, it must equal Queue.Service().
 	Store *Store
 	// Senders judge the MDNs: the record's AS2 From and To pick the
 	// Sender whose receipt policy (MDNCert, RequireSignedMDN, RequireMIC,
@@ -53,6 +54,9 @@ type Config struct {
 	Senders []*as2.Sender
 	// Queue dead-letters negative receipts and timeouts, on the route of
 	// the record's partner key (its AS2 To when Send had none). Required.
+	// Its Service() is the Resolver's service: records naming another
+	// service ([as2.PendingReceipt.Service]) are left to that service's
+	// Resolver.
 	Queue *retryqueue.Queue
 	// MaxBodySize bounds the MDN read by the endpoint, in bytes; a larger
 	// body is answered 413. Optional. Default 1 MiB. Must not be negative.
@@ -137,7 +141,8 @@ func (c *Config) setDefaults() {
 // New validates cfg and returns a Resolver. It reads the bucket's TTL
 // from the server (bounded by Config.StoreTimeout). The error wraps
 // "invalid config" and [ErrInvalidConfig], naming the field (also for a
-// Sender whose AsyncMDNTimeout is not below the bucket's TTL), or is
+// Sender whose AsyncMDNTimeout is not below the bucket's TTL, and for a
+// Store whose StoreConfig.Service is not Config.Queue.Service()), or is
 // JetStream's error reading the bucket.
 func New(cfg Config) (*Resolver, error) {
 	cfg.setDefaults()
@@ -151,6 +156,9 @@ func New(cfg Config) (*Resolver, error) {
 		return bad("Config.Queue is required")
 	case len(cfg.Senders) == 0:
 		return bad("Config.Senders: at least one sender is required")
+	case cfg.Store.service != "" && cfg.Store.service != cfg.Queue.Service():
+		return bad("Config.Store's StoreConfig.Service %q must equal Config.Queue.Service() %q (retryqueue.Config.Service): the Store writes records of one service, the Queue dead-letters on another's route",
+			cfg.Store.service, cfg.Queue.Service())
 	case cfg.MaxBodySize < 0 || cfg.ClaimLease < 0 || cfg.StoreTimeout < 0 || cfg.EarlyRetryAfter < 0:
 		return bad("Config.MaxBodySize, ClaimLease, StoreTimeout and EarlyRetryAfter must not be negative")
 	}
@@ -225,7 +233,16 @@ func (r *Resolver) storeCtx(ctx context.Context) (context.Context, context.Cance
 //     Retry-After is Config.EarlyRetryAfter), or another replica holds a
 //     claim on the record (Retry-After: the claim's remaining lease), or
 //     the store or the dead-letter stream failed (Retry-After:
-//     EarlyRetryAfter).
+//     EarlyRetryAfter); and, as for an unknown record of ours, an MDN
+//     whose record names another service ([as2.PendingReceipt.Service]
+//     not Config.Queue.Service(); Retry-After: EarlyRetryAfter, counted
+//     as reason "early", the same answer and text as an early MDN): this
+//     Resolver neither judges, resolves nor dead-letters it. The record
+//     is pending in the shared bucket, so the MDN may be genuine, and a
+//     retry may reach that service's endpoint (one receipt URL in front of
+//     several services); a 4xx would make the partner give up. Should it
+//     never get there, that service's sweep dead-letters the record at its
+//     deadline (mdn-timeout), never resending it.
 //
 // Every answer is counted in Config.Metrics.
 func (r *Resolver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -301,6 +318,11 @@ func (r *Resolver) Resolve(ctx context.Context, contentType string, body []byte)
 		return refused(http.StatusNotFound, metrics.ReasonUnknown, "no pending receipt for this Original-Message-ID")
 	case err != nil:
 		return later(metrics.ReasonUnavailable, "receipt store unavailable", r.cfg.EarlyRetryAfter)
+	case !r.mine(rec):
+		// Another service's record: absent from this service's view, so
+		// answered as an early MDN (no record of ours yet), before any
+		// Sender of ours judges it.
+		return later(metrics.ReasonEarly, "no pending receipt for this Original-Message-ID yet", r.cfg.EarlyRetryAfter)
 	}
 	s := r.senders[[2]string{rec.From, rec.To}]
 	if s == nil {
@@ -343,6 +365,12 @@ func (r *Resolver) Resolve(ctx context.Context, contentType string, body []byte)
 	}
 	r.report(out)
 	return Answer{Status: http.StatusOK, Text: "receipt accepted: not processed, dead-lettered", Outcome: metrics.ReceiptDeadLettered, Reason: out.DeadReason}
+}
+
+// mine reports whether rec is this Resolver's to resolve: it names no
+// service, or the Queue's.
+func (r *Resolver) mine(rec *as2.PendingReceipt) bool {
+	return rec.Service == "" || rec.Service == r.cfg.Queue.Service()
 }
 
 // ours reports whether messageID's domain is one of the Senders'
@@ -402,13 +430,15 @@ func (r *Resolver) report(o Outcome) {
 func (r *Resolver) Sweep(ctx context.Context) (int, error) { return r.SweepAt(ctx, r.cfg.Clock.Now()) }
 
 // SweepAt dead-letters, with reason [retryqueue.DeadReasonMDNTimeout], every
-// pending record whose deadline is at or before now and that no replica
-// holds a live claim on, and returns how many it dead-lettered. Replicas
+// pending record of its service (naming Config.Queue.Service(), or no
+// service) whose deadline is at or before now and that no replica
+// holds a live claim on, and returns how many it dead-lettered; records
+// naming another service are left to that service's Resolver. Replicas
 // sweeping at once dead-letter each record once (a claim by revision).
 // Errors of single records are joined; the others are still swept. It
 // never resends anything. It counts each dead letter in Config.Metrics,
-// and sets the pending gauge to the records left (those listed, less
-// those it dead-lettered).
+// and sets the pending gauge to its service's records left (those listed,
+// less those it dead-lettered and other services' records).
 func (r *Resolver) SweepAt(ctx context.Context, now time.Time) (int, error) {
 	lctx, cancel := r.storeCtx(ctx)
 	keys, err := r.cfg.Store.keys(lctx)
@@ -416,7 +446,7 @@ func (r *Resolver) SweepAt(ctx context.Context, now time.Time) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("asyncmdn: listing pending receipts: %w", err)
 	}
-	n := 0
+	n, others := 0, 0
 	var errs []error
 	for _, k := range keys {
 		if ctx.Err() != nil {
@@ -430,6 +460,9 @@ func (r *Resolver) SweepAt(ctx context.Context, now time.Time) (int, error) {
 			continue // resolved meanwhile
 		case err != nil:
 			errs = append(errs, err)
+			continue
+		case !r.mine(rec):
+			others++ // another service's Resolver sweeps it
 			continue
 		case now.Before(rec.Deadline) || now.Before(rec.ClaimedUntil):
 			continue
@@ -448,7 +481,7 @@ func (r *Resolver) SweepAt(ctx context.Context, now time.Time) (int, error) {
 		r.cfg.Metrics.ObserveAS2Receipt(metrics.ReceiptDeadLettered, retryqueue.DeadReasonMDNTimeout)
 		r.report(Outcome{Receipt: rec, Err: cause, DeadReason: retryqueue.DeadReasonMDNTimeout, At: now})
 	}
-	r.cfg.Metrics.SetAS2PendingReceipts(len(keys) - n)
+	r.cfg.Metrics.SetAS2PendingReceipts(len(keys) - n - others)
 	return n, errors.Join(errs...)
 }
 

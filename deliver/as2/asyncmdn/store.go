@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/floodgate-go/floodgate/deliver/as2"
 	"github.com/nats-io/nats.go/jetstream"
@@ -29,12 +30,27 @@ const recordOverhead = 64 << 10
 // StoreConfig configures [NewStore].
 type StoreConfig struct {
 	// Bucket is the KV bucket's name. Optional. Default
-	// "floodgate_as2_receipts". Letters, digits, '-' and '_'. Use one
-	// bucket per service (retryqueue.Config.Service): a [Resolver] sweeps
-	// and resolves every record of its bucket and dead-letters into its
-	// own Queue's route, so a second service sharing the bucket would see
-	// its receipts dead-lettered under the first service's route.
+	// "floodgate_as2_receipts". Letters, digits, '-' and '_'. One bucket
+	// per service (retryqueue.Config.Service) is recommended: the
+	// least-privilege grants ([ServiceAccess]) are per bucket, so services
+	// sharing one can read and change each other's records. Services that
+	// share a bucket must each set [StoreConfig.Service], so that each
+	// [Resolver] resolves and dead-letters only its own records; records
+	// without a service are resolved by every Resolver on the bucket, into
+	// its own Queue's route. Their Message-IDs must differ too
+	// (as2.Config.MessageIDDomain per service): a record is keyed by
+	// Message-ID alone, so two services sending the same message id under
+	// one domain replace each other's record.
 	Bucket string
+	// Service is the service whose records this Store writes: the
+	// retryqueue.Config.Service (Queue.Service()) of the route its
+	// messages come from. [Store.PutPending] stamps it on each record
+	// ([as2.PendingReceipt.Service]), and [New] requires it to equal the
+	// Resolver's Config.Queue.Service(). Optional. Default "": records
+	// name no service, and the bucket should serve one service. When set,
+	// printable UTF-8 without leading or trailing space (the rule of
+	// retryqueue.Config.Service).
+	Service string
 	// TTL is the bucket's MaxAge: a record, resolved or not, is removed
 	// this long after it was written. A backstop only: the sweep
 	// dead-letters a record at its deadline, so TTL must be longer than
@@ -74,6 +90,8 @@ func (c StoreConfig) validate() error {
 	switch {
 	case !validBucket.MatchString(c.Bucket):
 		return fmt.Errorf("%w: StoreConfig.Bucket %q, allowed [-_A-Za-z0-9]+", ErrInvalidConfig, c.Bucket)
+	case c.Service != "" && !validService(c.Service):
+		return fmt.Errorf("%w: StoreConfig.Service %q, allowed printable UTF-8 without leading or trailing space (as retryqueue.Config.Service)", ErrInvalidConfig, c.Service)
 	case c.TTL < 0:
 		return fmt.Errorf("%w: StoreConfig.TTL %v must not be negative", ErrInvalidConfig, c.TTL)
 	case c.MaxValueSize < 2*recordOverhead:
@@ -89,9 +107,11 @@ func (c StoreConfig) validate() error {
 // without angle brackets, so no Message-ID, ours or one read from an MDN,
 // can inject a subject token. It is safe for concurrent use.
 type Store struct {
-	kv     jetstream.KeyValue
-	stream jetstream.Stream // the bucket's stream, to tell a resolved record from an unknown one
-	max    int32
+	kv      jetstream.KeyValue
+	stream  jetstream.Stream // the bucket's stream, to tell a resolved record from an unknown one
+	max     int32
+	service string // StoreConfig.Service
+	stamp   int    // bytes the service adds to an encoded record
 }
 
 var _ as2.ReceiptStore = (*Store)(nil)
@@ -125,8 +145,35 @@ func NewStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*St
 	if err != nil {
 		return nil, fmt.Errorf("asyncmdn: bucket %s: %w", cfg.Bucket, err)
 	}
-	return &Store{kv: kv, stream: st, max: cfg.MaxValueSize}, nil
+	return &Store{kv: kv, stream: st, max: cfg.MaxValueSize, service: cfg.Service, stamp: stampSize(cfg.Service)}, nil
 }
+
+// validService is retryqueue's rule for a service name: printable UTF-8
+// (no C0 or C1 control, no DEL) without leading or trailing space.
+func validService(s string) bool {
+	if s == "" || !utf8.ValidString(s) || s[0] == ' ' || s[len(s)-1] == ' ' {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return false
+		}
+	}
+	return true
+}
+
+// stampSize is how many bytes service adds to a record's JSON encoding.
+func stampSize(service string) int {
+	if service == "" {
+		return 0
+	}
+	b, _ := json.Marshal(service)
+	return len(`,"service":`) + len(b)
+}
+
+// Service returns [StoreConfig.Service]: the service stamped on the
+// records this Store writes, or "".
+func (s *Store) Service() string { return s.service }
 
 // Key returns the KV key of the record for messageID (with or without
 // angle brackets).
@@ -142,15 +189,23 @@ func Key(messageID string) string {
 // record.
 func (s *Store) MaxPayload() int { return int(s.max-recordOverhead) / 4 * 3 }
 
-// MaxRecordSize returns the largest encoded record, in bytes:
-// [StoreConfig.MaxValueSize].
-func (s *Store) MaxRecordSize() int { return int(s.max) }
+// MaxRecordSize returns the largest encoded record, in bytes, that
+// [as2.Sender.Send] may hand over: [StoreConfig.MaxValueSize], less what
+// [StoreConfig.Service] adds to it when PutPending stamps it.
+func (s *Store) MaxRecordSize() int { return int(s.max) - s.stamp }
 
 // PutPending stores p under its Message-ID, replacing a record of the same
-// Message-ID, and returns once the server acknowledged it. It returns an
+// Message-ID, and returns once the server acknowledged it. With
+// [StoreConfig.Service] set, the record stored names that service
+// (p itself is not changed); without, p is stored as given. It returns an
 // error wrapping [ErrRecordTooLarge] and [as2.ErrPendingTooLarge], or
 // JetStream's error.
 func (s *Store) PutPending(ctx context.Context, p *as2.PendingReceipt) error {
+	if s.service != "" && p.Service != s.service {
+		c := *p
+		c.Service = s.service
+		p = &c
+	}
 	b, err := json.Marshal(p)
 	if err != nil {
 		return err
