@@ -163,6 +163,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: Queue.OrderingKey must be nil: per-key ordering needs one drainer for the whole service (retryqueue.DrainerConfig.AllPartners), not a drain per partner", ErrInvalidConfig)
 	case d.JetStream != nil || d.Queue != nil || d.Handler != nil || d.Gate != nil:
 		return fmt.Errorf("%w: Drain.JetStream, Drain.Queue, Drain.Handler and Drain.Gate must be unset: New sets them", ErrInvalidConfig)
+	case !middleware.ValidMaxMetadataSize(c.MaxMetadataSize):
+		return fmt.Errorf("%w: MaxMetadataSize is %d, want 0 (the default, %d bytes), -1 (no limit) or 1024..16777216 bytes (1 KiB..16 MiB)", ErrInvalidConfig, c.MaxMetadataSize, middleware.DefaultMaxMetadataSize)
 	case d.Drainer.Stream != "" && d.Drainer.Stream != cmp.Or(q.RetryTopic, retryqueue.DefaultRetryTopic):
 		return fmt.Errorf("%w: Drain.Drainer.Stream is %q, want unset or Queue.RetryTopic (%q): the drain must read the stream diversions go to", ErrInvalidConfig, d.Drainer.Stream, cmp.Or(q.RetryTopic, retryqueue.DefaultRetryTopic))
 	}

@@ -156,7 +156,7 @@ func (f *Floodgate) build(ctx context.Context, logger watermill.LoggerAdapter) e
 	})
 	if err != nil {
 		// MaxMetadataSize is the one field of f.cfg the middleware
-		// checks.
+		// checks (Validate checked it already).
 		return field("MaxMetadataSize", err, middleware.ErrInvalidConfig)
 	}
 	deliver := f.cfg.Deliver

@@ -206,7 +206,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"bad retry":      {func(c *floodgate.Config) { c.Queue.RetryTopic = "a.b" }, "Config.Queue"},
 		"partner field":  {func(c *floodgate.Config) { c.Partner.MaxInFlight = -1 }, "Config.Partner: partner: invalid config"},
 		"drain field":    {func(c *floodgate.Config) { c.Drain.MaxInFlight = -1 }, "Config.Drain: retryqueue: invalid config: MaxInFlight"},
-		"metadata limit": {func(c *floodgate.Config) { c.MaxMetadataSize = 100 }, "Config.MaxMetadataSize: middleware: invalid config: MaxMetadataSize is 100, want -1 (no limit) or 1024..16777216"},
+		"metadata limit": {func(c *floodgate.Config) { c.MaxMetadataSize = 100 }, "MaxMetadataSize is 100, want 0 (the default, 32768 bytes), -1 (no limit) or 1024..16777216"},
 	} {
 		c2 := ok
 		c.mut(&c2)

@@ -31,15 +31,25 @@ const NoTimeout time.Duration = -1
 // DefaultMaxMetadataSize is [Config.MaxMetadataSize] when it is zero:
 // 32 KiB of a message's own metadata, keys and values. It is well above
 // what a message pipeline carries (AS2 and webhook headers, trace context:
-// a few hundred bytes to a few KiB), and low enough that such a message,
-// with the metadata floodgate adds (about 6 KiB at most at the retry
-// queue's defaults), still fits the 64 KiB JetStream allows a stored
-// message's headers, so it can be diverted as it is.
+// a few hundred bytes to a few KiB), and low enough that such a message
+// with a usual number of keys, plus the metadata floodgate adds (about
+// 6 KiB at most at the retry queue's defaults), fits the 64 KiB JetStream
+// allows a stored message's headers (each key also costs about 4 bytes of
+// header framing), so it can be diverted as it is; one that does not fit
+// is dead-lettered "too-large" with its metadata kept aside.
 const DefaultMaxMetadataSize = 32 << 10
 
 // NoMaxMetadataSize, as [Config.MaxMetadataSize], turns the limit off: a
 // message's metadata is then bounded by the NATS server's max_payload only.
 const NoMaxMetadataSize = -1
+
+// ValidMaxMetadataSize reports whether n is a valid
+// [Config.MaxMetadataSize]: 0 (the default), [NoMaxMetadataSize] or
+// 1 KiB..16 MiB. It lets a configuration that sets the field for the
+// middleware (floodgate.Config) check it before building anything.
+func ValidMaxMetadataSize(n int) bool {
+	return n == 0 || n == NoMaxMetadataSize || (n >= minMaxMetadataSize && n <= maxMaxMetadataSize)
+}
 
 // The range of [Config.MaxMetadataSize] besides [NoMaxMetadataSize].
 const (
@@ -174,7 +184,7 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: PartnerKey and DefaultPartner are allowed with Partners only, not with Breaker", ErrInvalidConfig)
 	case c.Queue == nil:
 		return fmt.Errorf("%w: Queue is required", ErrInvalidConfig)
-	case c.MaxMetadataSize != NoMaxMetadataSize && (c.MaxMetadataSize < minMaxMetadataSize || c.MaxMetadataSize > maxMaxMetadataSize):
+	case !ValidMaxMetadataSize(c.MaxMetadataSize):
 		return fmt.Errorf("%w: MaxMetadataSize is %d, want -1 (no limit) or %d..%d bytes (1 KiB..16 MiB)",
 			ErrInvalidConfig, c.MaxMetadataSize, minMaxMetadataSize, maxMaxMetadataSize)
 	}

@@ -66,7 +66,7 @@ func (e *env) guarded(max int, calls *atomic.Int64) message.HandlerFunc {
 }
 
 // TestMetadataTooLargeIsDeadLettered (issue 17): a message whose own
-// metadata is one byte over MaxMetadataSize (the default, 64 KiB, and a
+// metadata is one byte over MaxMetadataSize (the default, 32 KiB, and a
 // configured 1 KiB) is dead-lettered "metadata-too-large" before
 // admission: the handler is not called, nothing is diverted, the breaker
 // is not told, and neither the event's error nor the dead letter's

@@ -978,7 +978,7 @@ func (d *Drainer) round(ctx context.Context) error {
 		if err != nil {
 			return nil // ctx done
 		}
-		if n = min(got, d.cfg.Gate.Budget()); n < got {
+		if n = min(got, d.cfg.Gate.Budget()-unadmitted); n < got { // unadmitted only fell since it was read
 			d.share.release(d, got-n)
 		}
 		if n <= 0 {

@@ -46,7 +46,8 @@ func (f GateFunc) Budget() int { return f() }
 // holds its admission: from now on the drainer's [Gate] counts the call
 // (a partner's bulkhead slot, a probe slot), so the drainer stops taking
 // it off the gate's budget itself. A guarding middleware calls it once it
-// admitted a drained message; without it the drainer takes each of its
+// admitted a drained message (floodgate's does in per-partner mode, where
+// the gate counts the partner's bulkhead); without it the drainer takes each of its
 // calls off the budget until the call returns, and a slow partner's drain
 // reaches only about half its bulkhead (each call counted by both).
 //

@@ -13,6 +13,87 @@ import (
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
+// bulkhead is a partner's bulkhead for the drain tests: its gate's budget
+// is its size less the calls it admitted, and its handler records each
+// call, holding it while hold says so until release.
+type bulkhead struct {
+	size    int
+	mu      sync.Mutex
+	inCall  int
+	peak    int
+	calls   int
+	done    map[string]bool
+	release chan struct{}
+	once    sync.Once
+}
+
+func newBulkhead(size int) *bulkhead {
+	return &bulkhead{size: size, done: map[string]bool{}, release: make(chan struct{})}
+}
+
+func (b *bulkhead) gate() retryqueue.Gate {
+	return retryqueue.GateFunc(func() int {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return b.size - b.inCall
+	})
+}
+
+// handler admits each call (counted by the gate from then on), tells the
+// drainer so when admitted is set, and holds the calls for which hold(n)
+// is true, n counting calls from 1, until unblock.
+func (b *bulkhead) handler(admitted bool, hold func(n int) bool) message.HandlerFunc {
+	return func(m *message.Message) ([]*message.Message, error) {
+		b.mu.Lock()
+		b.inCall++
+		b.peak = max(b.peak, b.inCall)
+		b.calls++
+		held := hold(b.calls)
+		b.mu.Unlock()
+		if admitted {
+			retryqueue.Admitted(m.Context(), m)
+			retryqueue.Admitted(m.Context(), m) // a second call changes nothing
+		}
+		if held {
+			<-b.release
+		}
+		b.mu.Lock()
+		b.inCall--
+		b.done[m.UUID] = true
+		b.mu.Unlock()
+		return nil, nil
+	}
+}
+
+func (b *bulkhead) unblock() { b.once.Do(func() { close(b.release) }) }
+
+func (b *bulkhead) calling() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.inCall
+}
+
+func (b *bulkhead) delivered() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.done)
+}
+
+// check reports a peak above the bulkhead and any of ids not delivered.
+func (b *bulkhead) check(t *testing.T, ids []string) {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.peak > b.size {
+		t.Errorf("peak %d calls at once, want <= the bulkhead %d", b.peak, b.size)
+	}
+	for _, id := range ids {
+		if !b.done[id] {
+			t.Errorf("%s not delivered", id)
+		}
+	}
+}
+
 // Under a bounded budget (a partner's bulkhead: the gate's budget is its
 // size less the calls admitted), the drain does not wait for a whole batch
 // before its next fetch: a call that never returns holds one slot of the
@@ -21,63 +102,17 @@ import (
 func TestDrainPipelinesUnderBoundedBudget(t *testing.T) {
 	e := newEnv(t, natstest.URL(t), nil)
 	ids := seed(t, e, 24)
-	const bulkhead = 4
-	var (
-		mu       sync.Mutex
-		admitted int
-		peak     int
-		stuck    string
-		done     = map[string]bool{}
-	)
-	release := make(chan struct{})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	g := retryqueue.GateFunc(func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return bulkhead - admitted
-	})
-	h := func(m *message.Message) ([]*message.Message, error) {
-		mu.Lock()
-		admitted++
-		peak = max(peak, admitted)
-		first := stuck == ""
-		if first {
-			stuck = m.UUID
-		}
-		mu.Unlock()
-		if first {
-			<-release // the first call hangs until the test releases it
-		}
-		mu.Lock()
-		admitted--
-		done[m.UUID] = true
-		mu.Unlock()
-		return nil, nil
-	}
+	b := newBulkhead(4)
+	h := b.handler(false, func(n int) bool { return n == 1 }) // the first call hangs until the test releases it
 	// MaxInFlight above the bulkhead, as a partner drain's template (64)
 	// is above the default bulkhead (16).
-	d := startDrainer(t, e, retryqueue.DrainerConfig{Handler: h, Gate: g, Rate: 1000, MaxInFlight: 16, PollInterval: 20 * time.Millisecond})
-	t.Cleanup(unblock) // runs before the drainer's (last in, first out): a failed test does not hang in cleanup
-	count := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(done)
-	}
-	natstest.Eventually(t, 30*time.Second, func() bool { return count() == len(ids)-1 },
-		"%d of the other %d messages delivered while one call hangs", natstest.Now(func() any { return count() }), len(ids)-1)
-	unblock()
+	d := startDrainer(t, e, retryqueue.DrainerConfig{Handler: h, Gate: b.gate(), Rate: 1000, MaxInFlight: 16, PollInterval: 20 * time.Millisecond})
+	t.Cleanup(b.unblock) // runs before the drainer's (last in, first out): a failed test does not hang in cleanup
+	natstest.Eventually(t, 30*time.Second, func() bool { return b.delivered() == len(ids)-1 },
+		"%d of the other %d messages delivered while one call hangs", natstest.Now(func() any { return b.delivered() }), len(ids)-1)
+	b.unblock()
 	natstest.Eventually(t, 30*time.Second, func() bool { return d.Stats().Drained == uint64(len(ids)) }, "all drained")
-	mu.Lock()
-	defer mu.Unlock()
-	if peak > bulkhead {
-		t.Errorf("peak %d calls at once, want <= the bulkhead %d", peak, bulkhead)
-	}
-	for _, id := range ids {
-		if !done[id] {
-			t.Errorf("%s not delivered", id)
-		}
-	}
+	b.check(t, ids)
 }
 
 // A partner's consumer is kept from one of its turns to the next
@@ -154,56 +189,15 @@ func TestPartnerDrainKeepsConsumerBetweenTurns(t *testing.T) {
 func TestAdmittedCallsCountOnce(t *testing.T) {
 	e := newEnv(t, natstest.URL(t), nil)
 	ids := seed(t, e, 12)
-	const bulkhead = 4
-	var (
-		mu       sync.Mutex
-		admitted int
-		peak     int
-		done     = map[string]bool{}
-	)
-	release := make(chan struct{})
-	var once sync.Once
-	unblock := func() { once.Do(func() { close(release) }) }
-	g := retryqueue.GateFunc(func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return bulkhead - admitted
-	})
-	h := func(m *message.Message) ([]*message.Message, error) {
-		mu.Lock()
-		admitted++ // the gate counts it now
-		peak = max(peak, admitted)
-		mu.Unlock()
-		retryqueue.Admitted(m.Context(), m)
-		retryqueue.Admitted(m.Context(), m) // a second call changes nothing
-		<-release
-		mu.Lock()
-		admitted--
-		done[m.UUID] = true
-		mu.Unlock()
-		return nil, nil
-	}
+	b := newBulkhead(4)
+	h := b.handler(true, func(int) bool { return true })
 	// Burst 1: a message per fetch, so the calls already blocked are in
 	// the budget of every fetch after the first.
-	d := startDrainer(t, e, retryqueue.DrainerConfig{Handler: h, Gate: g, Rate: 1000, Burst: 1, MaxInFlight: 16, PollInterval: 20 * time.Millisecond})
-	t.Cleanup(unblock)
-	inCall := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return admitted
-	}
-	natstest.Eventually(t, 30*time.Second, func() bool { return inCall() == bulkhead },
-		"%d calls at once, want the whole budget %d", natstest.Now(func() any { return inCall() }), bulkhead)
-	unblock()
+	d := startDrainer(t, e, retryqueue.DrainerConfig{Handler: h, Gate: b.gate(), Rate: 1000, Burst: 1, MaxInFlight: 16, PollInterval: 20 * time.Millisecond})
+	t.Cleanup(b.unblock)
+	natstest.Eventually(t, 30*time.Second, func() bool { return b.calling() == b.size },
+		"%d calls at once, want the whole budget %d", natstest.Now(func() any { return b.calling() }), b.size)
+	b.unblock()
 	natstest.Eventually(t, 30*time.Second, func() bool { return d.Stats().Drained == uint64(len(ids)) }, "all drained")
-	mu.Lock()
-	defer mu.Unlock()
-	if peak > bulkhead {
-		t.Errorf("peak %d calls at once, want <= the budget %d", peak, bulkhead)
-	}
-	for _, id := range ids {
-		if !done[id] {
-			t.Errorf("%s not delivered", id)
-		}
-	}
+	b.check(t, ids)
 }

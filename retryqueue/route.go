@@ -219,6 +219,13 @@ func withKey(m *message.Message, r route) route {
 	return r
 }
 
+// ValidService reports whether s is a valid service name
+// ([Config.Service]): non-empty printable UTF-8 (no C0 or C1 control
+// character, no DEL) without leading or trailing space, so that it travels
+// unchanged as a NATS header value. Other packages naming a service (a
+// receipt store) use it to apply the same rule. Safe for concurrent use.
+func ValidService(s string) bool { return headerSafe(s) }
+
 // headerSafe reports whether s travels unchanged as a NATS header value.
 func headerSafe(s string) bool {
 	if s == "" || !utf8.ValidString(s) || s[0] == ' ' || s[len(s)-1] == ' ' {

@@ -1,6 +1,7 @@
 package redact
 
 import (
+	"bytes"
 	"cmp"
 	"net/http"
 	"net/url"
@@ -88,15 +89,32 @@ func Longest(secrets []string) int {
 // (whitespace runs as one space, control characters dropped), after the
 // values of sensitive headers it echoes ([Headers]) and every one of
 // secrets it echoes ([Scrub], with [EchoSecrets] of the request) became
-// [Marker]. Secrets are hidden before the text is cut, so give b at least
-// limit + [Longest](secrets) bytes when the body has them.
+// [Marker]. A secret the limit would cut is left out whole; it is found
+// only whole, so give b at least limit + [Longest](secrets) bytes when
+// the body has them.
 func Snippet(b []byte, limit int, secrets []string) string {
-	if n := limit + Longest(secrets); len(b) > n {
-		b = b[:n]
+	// The cut is chosen in b's own bytes, before any secret is replaced
+	// (a replacement changes the text's length): never inside a secret,
+	// so a secret straddling it is left out whole.
+	cut := min(limit, len(b))
+	for moved := true; moved; {
+		moved = false
+		for _, x := range secrets {
+			for i := 0; x != "" && i < cut; {
+				j := bytes.Index(b[i:], []byte(x))
+				if j < 0 {
+					break
+				}
+				if start := i + j; start < cut && start+len(x) > cut {
+					cut, moved = start, true
+				}
+				i += j + 1
+			}
+		}
 	}
-	s := Headers(Scrub(string(b), secrets))
+	s := Headers(Scrub(string(b[:cut]), secrets))
 	if len(s) > limit {
-		s = s[:limit]
+		s = s[:limit] // secrets shorter than Marker grew: cut text or a Marker only
 	}
 	for len(s) > 0 && !utf8.ValidString(s) {
 		s = s[:len(s)-1]

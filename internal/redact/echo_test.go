@@ -44,3 +44,23 @@ func TestSnippetHidesEchoedSecrets(t *testing.T) {
 		t.Errorf("Snippet = %q", got)
 	}
 }
+
+// Secrets replaced before the cut shorten the text; the cut is still
+// chosen in the body's own bytes, so a secret at the limit is not pulled
+// inside it partly (an error page quoting a webhook URL three times).
+func TestSnippetCutAfterLongSecrets(t *testing.T) {
+	const path = "/services/T0001/B0002/ABCDEFGHIJKLMNOPQRSTUVWX"
+	secrets := EchoSecrets("https://hooks.example"+path, nil)
+	body := "Cannot POST " + path + " " + path + " 404 " + path
+	for limit := 40; limit < len(body); limit++ {
+		got := Snippet([]byte(body), limit, secrets)
+		if len(got) > limit {
+			t.Errorf("limit %d: %d bytes", limit, len(got))
+		}
+		for _, part := range []string{"ABCD", "B000", "T000"} {
+			if strings.Contains(got, part) {
+				t.Errorf("limit %d: %q shows %q", limit, got, part)
+			}
+		}
+	}
+}

@@ -54,6 +54,9 @@ func TestCredentialsWithSeparatorsAndEscapes(t *testing.T) {
 		{"nats://h:4222?token=s3cret", "nats://h:4222?REDACTED"},
 		{"nats://u:canary%zz@h:1", "nats://REDACTED@h:1"},
 		{"nats://h1:1,h2:2", "nats://h1:1,h2:2"},
+		{"nats://u:p4ss@h:1?x=http://y", "nats://REDACTED@h:1?REDACTED"},
+		{"nats://u:a://bcd@h:1", "nats://REDACTED@h:1"},
+		{"nats://u:canA,ryPW@h:1?x=http://y,tls://t@h2:2", "nats://REDACTED@h:1?REDACTED,tls://REDACTED@h2:2"},
 	} {
 		if got := URL(c.in); got != c.want {
 			t.Errorf("URL(%q) = %q, want %q", c.in, got, c.want)
@@ -75,5 +78,14 @@ func TestCredentialsWithSeparatorsAndEscapes(t *testing.T) {
 		if got := Error(perr, c.urls).Error(); strings.Contains(got, c.secret) {
 			t.Errorf("Error(%v, %q) = %q: holds %q", perr, c.urls, got, c.secret)
 		}
+	}
+}
+
+// A user name is left where it appears outside its URL: it is often a
+// word of the error ("nats: no servers available").
+func TestErrorKeepsUserNameWords(t *testing.T) {
+	err := Error(errors.New("nats: no servers available for connection to nats://nats:s3cretpw@h:1"), "nats://nats:s3cretpw@h:1")
+	if got, want := err.Error(), "nats: no servers available for connection to nats://REDACTED@h:1"; got != want {
+		t.Errorf("Error = %q, want %q", got, want)
 	}
 }

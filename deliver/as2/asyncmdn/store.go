@@ -10,9 +10,9 @@ import (
 	"regexp"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/floodgate-go/floodgate/deliver/as2"
+	"github.com/floodgate-go/floodgate/retryqueue"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -90,7 +90,7 @@ func (c StoreConfig) validate() error {
 	switch {
 	case !validBucket.MatchString(c.Bucket):
 		return fmt.Errorf("%w: StoreConfig.Bucket %q, allowed [-_A-Za-z0-9]+", ErrInvalidConfig, c.Bucket)
-	case c.Service != "" && !validService(c.Service):
+	case c.Service != "" && !retryqueue.ValidService(c.Service):
 		return fmt.Errorf("%w: StoreConfig.Service %q, allowed printable UTF-8 without leading or trailing space (as retryqueue.Config.Service)", ErrInvalidConfig, c.Service)
 	case c.TTL < 0:
 		return fmt.Errorf("%w: StoreConfig.TTL %v must not be negative", ErrInvalidConfig, c.TTL)
@@ -146,20 +146,6 @@ func NewStore(ctx context.Context, js jetstream.JetStream, cfg StoreConfig) (*St
 		return nil, fmt.Errorf("asyncmdn: bucket %s: %w", cfg.Bucket, err)
 	}
 	return &Store{kv: kv, stream: st, max: cfg.MaxValueSize, service: cfg.Service, stamp: stampSize(cfg.Service)}, nil
-}
-
-// validService is retryqueue's rule for a service name: printable UTF-8
-// (no C0 or C1 control, no DEL) without leading or trailing space.
-func validService(s string) bool {
-	if s == "" || !utf8.ValidString(s) || s[0] == ' ' || s[len(s)-1] == ' ' {
-		return false
-	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return false
-		}
-	}
-	return true
 }
 
 // stampSize is how many bytes service adds to a record's JSON encoding.

@@ -123,13 +123,21 @@ func TestTimeoutRetryDuplicate(t *testing.T) {
 	})
 	s := sender(t, srv.URL, clock, time.Minute) // a hang guard: the deadline is ctx's
 	ctx := newTimeoutCtx()
+	sent := make(chan struct{})
 	go func() {
 		for c.Stats().Requests == 0 {
-			time.Sleep(time.Millisecond)
+			select {
+			case <-sent:
+				return
+			case <-time.After(time.Millisecond):
+			}
 		}
-		ctx.expire() // the consumer is in its 1 s spike
+		// The consumer is in its 1 s spike; the small body came with the
+		// headers, in the server's buffer.
+		ctx.expire()
 	}()
 	err := s.Send(ctx, "trigger-1", []byte(`{"event":"exit"}`))
+	close(sent)
 	if !deliver.IsRetryable(err) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Send = %v, want retryable timeout", err)
 	}
