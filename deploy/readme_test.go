@@ -133,6 +133,8 @@ func describe(f field) (what, def, unit, rng string) {
 		unit = "seconds"
 	case f.typ == "[]float64":
 		unit = "fractions"
+	case strings.HasPrefix(f.typ, "int") && strings.Contains(doc, "in bytes"):
+		unit = "bytes"
 	case f.typ == "int" || f.typ == "uint64":
 		unit = "count"
 	case f.typ == "float64":

@@ -18,7 +18,8 @@ const minEcho = 4
 // page may echo back and that printed forms hide: the user information,
 // the query values and the path segments [Path] hides of rawURL (decoded
 // and as escaped), and the values of h (each whole, and each of their
-// space- or comma-separated words, such as a bearer token). Strings
+// space- or comma-separated words, such as a bearer token, but for
+// ordinary lowercase words and a leading authentication scheme). Strings
 // shorter than 4 bytes are left out. The list is sorted longest first, for
 // [Scrub].
 func EchoSecrets(rawURL string, h http.Header) []string {
@@ -55,7 +56,16 @@ func EchoSecrets(rawURL string, h http.Header) []string {
 	for _, vs := range h {
 		for _, v := range vs {
 			add(v)
-			add(strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == '\t' || r == ',' })...)
+			words := strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == '\t' || r == ',' })
+			for i, w := range words {
+				// Ordinary words, and an authentication scheme ("Bearer"
+				// before a token, RFC 9110 §11.1), are no secret: hiding
+				// them would mangle the partner's error text.
+				if wordLike(w) || (i == 0 && len(words) > 1 && letters(w)) {
+					continue
+				}
+				add(w)
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b string) int { return cmp.Or(cmp.Compare(len(b), len(a)), strings.Compare(a, b)) })
@@ -126,4 +136,14 @@ func Snippet(b []byte, limit int, secrets []string) string {
 		}
 		return r
 	}, s)
+}
+
+// letters reports whether s is ASCII letters only.
+func letters(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i] | 0x20; c < 'a' || c > 'z' {
+			return false
+		}
+	}
+	return s != ""
 }

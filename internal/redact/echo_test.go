@@ -22,6 +22,11 @@ func TestSnippetHidesEchoedSecrets(t *testing.T) {
 			t.Errorf("EchoSecrets lacks %q: %q", want, secrets)
 		}
 	}
+	for _, s := range EchoSecrets("https://hooks.example/x", http.Header{"Authorization": {"Bearer TokenCanary7"}, "X-Format": {"json, compact"}}) {
+		if s == "Bearer" || s == "json" || s == "compact" {
+			t.Errorf("EchoSecrets lists the word %q of a header value", s)
+		}
+	}
 	for _, s := range secrets {
 		if s == "services" || s == "1" {
 			t.Errorf("EchoSecrets lists the word %q", s)
