@@ -4,12 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/x509"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
-	"mime/multipart"
 	"net/textproto"
 	"strings"
 )
@@ -72,7 +70,13 @@ func (m *MDN) Processed() bool {
 // message/disposition-notification part, or a multipart/signed whose first
 // part is such a report (the signature is not verified; [MDN.Signed] is set).
 // CRLF and bare LF line endings, folded fields, quoted-printable and base64
-// parts are accepted; field names are case-insensitive.
+// parts are accepted; field names are case-insensitive. Multipart bodies
+// are split by the same rule as [VerifySigned] splits them (RFC 2046
+// §5.1.1, liberal in line endings only), and the signed content is read in
+// its CRLF form, so that ParseMDN (used to look a receipt up) and
+// [VerifyMDN] always read the same report: a body they could read
+// differently, such as one with a line that starts with the boundary but
+// is no delimiter ("--B x"), is malformed.
 //
 // It returns an error wrapping [ErrNoMDN] when the content is not a
 // disposition-notification report, and [ErrMalformedMDN] when it is but
@@ -89,9 +93,9 @@ func ParseMDN(contentType string, body []byte) (*MDN, error) {
 // VerifyMDN verifies and parses a signed synchronous MDN: the Content-Type
 // header value and body of the HTTP response. The body must be a
 // multipart/signed entity (RFC 5751 §3.5.3) whose signature verifies with
-// exactly cert, the partner's MDN-signing certificate; its first part is
-// then parsed as by [ParseMDN], and the MDN returned has Signed and
-// Verified set. VerifyMDN does not judge the disposition or the MIC: see
+// exactly cert, the partner's MDN-signing certificate; its first part, the
+// very bytes verified, is then parsed as by [ParseMDN] (so both read the
+// same report), and the MDN returned has Signed and Verified set. VerifyMDN does not judge the disposition or the MIC: see
 // [MDN.Processed] and [Sender.Send].
 //
 // Errors:
@@ -102,7 +106,7 @@ func ParseMDN(contentType string, body []byte) (*MDN, error) {
 //     another key): the MDN as parsed without verification, if it can be,
 //     and an error wrapping [ErrMDNSignature] and [ErrSignature].
 func VerifyMDN(contentType string, body []byte, cert *x509.Certificate) (*MDN, error) {
-	mediaType, _, err := mime.ParseMediaType(contentType)
+	mediaType, params, err := mime.ParseMediaType(contentType)
 	if err != nil || mediaType != mediaSigned {
 		m, err := ParseMDN(contentType, body)
 		if err != nil {
@@ -110,26 +114,27 @@ func VerifyMDN(contentType string, body []byte, cert *x509.Certificate) (*MDN, e
 		}
 		return m, fmt.Errorf("%w: Content-Type %s", ErrMDNUnsigned, mediaType)
 	}
-	signed, signer, err := VerifySigned(contentType, body, cert)
+	// One split, one parse: the report read is the content verified (or its
+	// CRLF form, which reads the same), as ParseMDN reads it.
+	content, sig, err := signedParts(params["boundary"], body)
 	if err != nil {
-		if errors.Is(err, ErrMalformedMIME) {
-			return nil, fmt.Errorf("%w: %v", ErrMalformedMDN, err)
-		}
-		m, perr := ParseMDN(contentType, body)
-		if perr != nil {
-			m = nil
-		}
-		return m, fmt.Errorf("%w: %w", ErrMDNSignature, err)
+		return nil, fmt.Errorf("%w: multipart/signed: %v", ErrMalformedMDN, err)
 	}
-	h, b, err := parseEntity(signed)
-	if err != nil {
+	m := &MDN{Raw: body, Signed: true}
+	perr := parseSignedContent(m, content, 1)
+	if perr != nil {
+		m = nil
+	}
+	_, signer, err := verifySignedParts(content, sig, cert)
+	switch {
+	case errors.Is(err, ErrMalformedMIME):
 		return nil, fmt.Errorf("%w: %v", ErrMalformedMDN, err)
+	case err != nil:
+		return m, fmt.Errorf("%w: %w", ErrMDNSignature, err)
+	case perr != nil:
+		return nil, perr
 	}
-	m, err := ParseMDN(h.Get("Content-Type"), b)
-	if err != nil {
-		return nil, err
-	}
-	m.Raw, m.Signed, m.Verified, m.Signer = body, true, true, signer
+	m.Verified, m.Signer = true, signer
 	return m, nil
 }
 
@@ -142,16 +147,16 @@ func parseMDNEntity(m *MDN, contentType string, body []byte, depth int) error {
 		return fmt.Errorf("%w: Content-Type %q: %v", ErrNoMDN, contentType, err)
 	}
 	switch mediaType {
-	case "multipart/signed":
+	case mediaSigned:
 		if depth >= maxNesting {
 			return fmt.Errorf("%w: nested multipart/signed", ErrMalformedMDN)
 		}
-		part, partBody, err := firstRawPart(params["boundary"], body)
+		content, _, err := signedParts(params["boundary"], body)
 		if err != nil {
 			return fmt.Errorf("%w: multipart/signed: %v", ErrMalformedMDN, err)
 		}
 		m.Signed = true
-		return parseMDNEntity(m, part.Get("Content-Type"), partBody, depth+1)
+		return parseSignedContent(m, content, depth+1)
 	case "multipart/report":
 		if rt := params["report-type"]; rt != "" && !strings.EqualFold(rt, "disposition-notification") {
 			return fmt.Errorf("%w: report-type %q", ErrNoMDN, rt)
@@ -162,43 +167,44 @@ func parseMDNEntity(m *MDN, contentType string, body []byte, depth int) error {
 	}
 }
 
-// firstRawPart returns the headers and undecoded body of the first part of a
-// multipart body.
-func firstRawPart(boundary string, body []byte) (textproto.MIMEHeader, []byte, error) {
-	if boundary == "" {
-		return nil, nil, errors.New("no boundary parameter")
-	}
-	mr := multipart.NewReader(bytes.NewReader(body), boundary)
-	p, err := mr.NextRawPart()
+// parseSignedContent parses the signed content of a multipart/signed MDN
+// (the first part, as [signedParts] returns it) into m. It reads the
+// content's CRLF form, which is also the form [verifySignedParts] verifies
+// when the content as sent does not verify: so the report read by
+// [ParseMDN] (to look a receipt up) and the one [VerifyMDN] verifies are
+// the same bytes, parsed by the same code.
+func parseSignedContent(m *MDN, content []byte, depth int) error {
+	canon, _ := toCRLF(content)
+	h, b, err := parseEntity(canon)
 	if err != nil {
-		return nil, nil, err
+		return fmt.Errorf("%w: multipart/signed: %v", ErrMalformedMDN, err)
 	}
-	b, err := io.ReadAll(p)
-	if err != nil {
-		return nil, nil, err
-	}
-	return p.Header, b, nil
+	return parseMDNEntity(m, h.Get("Content-Type"), b, depth)
 }
 
+// parseReport reads the parts of a multipart/report body, split by
+// [splitMultipart]: the first message/disposition-notification part gives
+// the fields, a first text/plain part (or one without Content-Type) the
+// text.
 func parseReport(m *MDN, boundary string, body []byte) error {
 	if boundary == "" {
 		return fmt.Errorf("%w: multipart/report without boundary", ErrMalformedMDN)
 	}
-	mr := multipart.NewReader(bytes.NewReader(body), boundary)
+	parts, err := splitMultipart(body, boundary)
+	if err != nil {
+		return fmt.Errorf("%w: multipart/report: %v", ErrMalformedMDN, err)
+	}
 	found := false
-	for i := 0; ; i++ {
-		p, err := mr.NextPart() // decodes quoted-printable
-		if err == io.EOF {
-			break
-		}
+	for i, part := range parts {
+		h, raw, err := parseEntity(part)
 		if err != nil {
 			return fmt.Errorf("%w: part %d: %v", ErrMalformedMDN, i+1, err)
 		}
-		b, err := readPart(p)
+		b, err := decodeBody(h.Get("Content-Transfer-Encoding"), raw)
 		if err != nil {
 			return fmt.Errorf("%w: part %d: %v", ErrMalformedMDN, i+1, err)
 		}
-		mediaType, _, _ := mime.ParseMediaType(p.Header.Get("Content-Type"))
+		mediaType, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
 		switch {
 		case mediaType == "message/disposition-notification" && !found:
 			if err := parseNotification(m, b); err != nil {
@@ -213,16 +219,6 @@ func parseReport(m *MDN, boundary string, body []byte) error {
 		return fmt.Errorf("%w: no message/disposition-notification part", ErrMalformedMDN)
 	}
 	return nil
-}
-
-// readPart reads a part's body, decoding base64 (NextPart already decodes
-// quoted-printable).
-func readPart(p *multipart.Part) ([]byte, error) {
-	var r io.Reader = p
-	if strings.EqualFold(strings.TrimSpace(p.Header.Get("Content-Transfer-Encoding")), "base64") {
-		r = base64.NewDecoder(base64.StdEncoding, newlineStripper{p})
-	}
-	return io.ReadAll(r)
 }
 
 // newlineStripper drops CR and LF so base64 lines decode as one stream.

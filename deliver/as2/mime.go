@@ -114,89 +114,113 @@ func decodeBody(cte string, body []byte) ([]byte, error) {
 // splitMultipart returns the body parts of a multipart body exactly as they
 // are on the wire: each part's header and body, without the line break that
 // precedes the next delimiter (it belongs to the delimiter, RFC 2046
-// §5.1.1). Delimiter lines may end in CRLF or bare LF and carry transport
-// padding. The preamble and epilogue are dropped.
+// §5.1.1). It is the package's only multipart splitter: the signature check
+// ([VerifySigned]), the MDN lookup and the report ([ParseMDN]) all read a
+// body through it, so they cannot see different parts.
+//
+// The rule, RFC 2046 §5.1.1 made liberal in line endings only: a delimiter
+// is a line (at the start of the body or after LF) that is "--" boundary,
+// optional linear whitespace (space, tab), then CRLF, LF or the end of the
+// body; a close delimiter is "--" boundary "--" followed the same way, and
+// what comes after it (the epilogue) is dropped, as is the preamble before
+// the first delimiter. A line that starts with "--" boundary, then linear
+// whitespace or "--", then anything else is neither content nor delimiter:
+// the body is refused ([ErrMalformedMIME]), since readers disagree on it. A
+// line "--" boundary followed directly by another character ("--Bx") is
+// content.
 func splitMultipart(body []byte, boundary string) ([][]byte, error) {
 	if boundary == "" {
 		return nil, fmt.Errorf("%w: multipart without boundary", ErrMalformedMIME)
 	}
 	delim := []byte("--" + boundary)
-	// isDelimiterAt reports whether a delimiter line starts at i (i is at a
-	// line start) and returns where its line ends and whether it closes.
-	isDelimiterAt := func(i int) (end int, closing, ok bool) {
+	// delimiterAt reports whether a delimiter line starts at i (i is at a
+	// line start), where its line ends and whether it closes; err is set
+	// for a line that starts like a delimiter but is none.
+	delimiterAt := func(i int) (end int, closing, ok bool, err error) {
 		if !bytes.HasPrefix(body[i:], delim) {
-			return 0, false, false
+			return 0, false, false, nil
 		}
 		j := i + len(delim)
 		if bytes.HasPrefix(body[j:], []byte("--")) {
 			closing = true
 			j += 2
-		}
-		if closing {
-			return len(body), true, true // the rest is the epilogue
+		} else if j < len(body) && body[j] != ' ' && body[j] != '\t' && body[j] != '\r' && body[j] != '\n' {
+			return 0, false, false, nil // "--Bx": content
 		}
 		for j < len(body) && (body[j] == ' ' || body[j] == '\t') {
 			j++
 		}
 		switch {
 		case j == len(body):
-			return j, false, true
+			return j, closing, true, nil
 		case body[j] == '\n':
-			return j + 1, false, true
+			return j + 1, closing, true, nil
 		case body[j] == '\r' && j+1 < len(body) && body[j+1] == '\n':
-			return j + 2, false, true
+			return j + 2, closing, true, nil
 		}
-		return 0, false, false
-	}
-	// Find the first delimiter: at the start, or after a line break.
-	start := -1
-	for i := 0; i < len(body); {
-		if end, closing, ok := isDelimiterAt(i); ok {
-			if closing {
-				return nil, fmt.Errorf("%w: multipart has no body part", ErrMalformedMIME)
-			}
-			start = end
-			break
+		line := body[i:]
+		if k := bytes.IndexByte(line, '\n'); k >= 0 {
+			line = line[:k]
 		}
-		nl := bytes.IndexByte(body[i:], '\n')
-		if nl < 0 {
-			break
+		if len(line) > 80 {
+			line = line[:80]
 		}
-		i += nl + 1
+		return 0, false, false, fmt.Errorf("%w: line %q starts with boundary %q but is no delimiter", ErrMalformedMIME, line, boundary)
 	}
-	if start < 0 {
-		return nil, fmt.Errorf("%w: boundary %q not found", ErrMalformedMIME, boundary)
-	}
+	// Every line start is a delimiter candidate, the first line of a part
+	// too (a delimiter right after another is an empty part).
 	var parts [][]byte
-	partStart := start
-	for i := start; i < len(body); {
-		nl := bytes.IndexByte(body[i:], '\n')
-		if nl < 0 {
-			break
+	partStart := -1 // -1: in the preamble
+	for ls := 0; ls < len(body); {
+		end, closing, ok, err := delimiterAt(ls)
+		if err != nil {
+			return nil, err
 		}
-		lineStart := i + nl + 1
-		if lineStart >= len(body) {
-			break
-		}
-		if end, closing, ok := isDelimiterAt(lineStart); ok {
-			partEnd := i + nl // the LF
-			if partEnd > partStart && body[partEnd-1] == '\r' {
-				partEnd--
+		if ok {
+			switch {
+			case partStart < 0 && closing:
+				return nil, fmt.Errorf("%w: multipart has no body part", ErrMalformedMIME)
+			case partStart >= 0:
+				partEnd := ls
+				if ls > partStart {
+					partEnd = ls - 1 // the LF before the delimiter
+					if partEnd > partStart && body[partEnd-1] == '\r' {
+						partEnd--
+					}
+				}
+				parts = append(parts, body[partStart:partEnd])
+				if closing {
+					return parts, nil
+				}
 			}
-			if partEnd < partStart {
-				partEnd = partStart
-			}
-			parts = append(parts, body[partStart:partEnd])
-			if closing {
-				return parts, nil
-			}
-			partStart = end
-			i = end
+			partStart, ls = end, end
 			continue
 		}
-		i = lineStart
+		nl := bytes.IndexByte(body[ls:], '\n')
+		if nl < 0 {
+			break
+		}
+		ls += nl + 1
+	}
+	if partStart < 0 {
+		return nil, fmt.Errorf("%w: boundary %q not found", ErrMalformedMIME, boundary)
 	}
 	return nil, fmt.Errorf("%w: no closing boundary %q", ErrMalformedMIME, boundary)
+}
+
+// signedParts splits a multipart/signed body (RFC 1847 §2.1) with
+// [splitMultipart] into its two parts: the signed content, byte for byte,
+// and the signature part. It is the one split that [VerifySigned],
+// [ParseMDN] and [VerifyMDN] share. The error wraps [ErrMalformedMIME].
+func signedParts(boundary string, body []byte) (content, sig []byte, err error) {
+	parts, err := splitMultipart(body, boundary)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(parts) != 2 {
+		return nil, nil, fmt.Errorf("%w: multipart/signed has %d parts, want 2", ErrMalformedMIME, len(parts))
+	}
+	return parts[0], parts[1], nil
 }
 
 // newBoundary returns a random multipart boundary that does not occur in

@@ -189,9 +189,12 @@ type (
 //
 // A signature over the content with bare LF line endings turned into CRLF
 // (as mail transports canonicalise text) is accepted too; the content
-// returned is then the canonical form. The error wraps [ErrMalformedMIME]
-// when the entity cannot be read, and [ErrSignature] when it is not signed
-// by cert or the signature does not verify.
+// returned is then the canonical form. The body is split by the rule of
+// RFC 2046 §5.1.1, liberal in line endings (a delimiter line may end in
+// CRLF or LF), the same rule [ParseMDN] uses; a line that starts with the
+// boundary but is no delimiter makes the entity malformed. The error wraps
+// [ErrMalformedMIME] when the entity cannot be read, and [ErrSignature]
+// when it is not signed by cert or the signature does not verify.
 func VerifySigned(contentType string, body []byte, cert *x509.Certificate) (content []byte, signer *x509.Certificate, err error) {
 	mediaType, params, err := mime.ParseMediaType(contentType)
 	if err != nil {
@@ -200,14 +203,19 @@ func VerifySigned(contentType string, body []byte, cert *x509.Certificate) (cont
 	if mediaType != mediaSigned {
 		return nil, nil, fmt.Errorf("%w: %s is not multipart/signed", ErrSignature, mediaType)
 	}
-	parts, err := splitMultipart(body, params["boundary"])
+	content, sig, err := signedParts(params["boundary"], body)
 	if err != nil {
 		return nil, nil, err
 	}
-	if len(parts) != 2 {
-		return nil, nil, fmt.Errorf("%w: multipart/signed has %d parts, want 2", ErrMalformedMIME, len(parts))
-	}
-	sigHeader, sigBody, err := parseEntity(parts[1])
+	return verifySignedParts(content, sig, cert)
+}
+
+// verifySignedParts verifies the signature part sig (header and body, as
+// [signedParts] returns it) over content, as [VerifySigned] documents, and
+// returns the content verified (content itself, or its CRLF form) and the
+// signer.
+func verifySignedParts(content, sig []byte, cert *x509.Certificate) ([]byte, *x509.Certificate, error) {
+	sigHeader, sigBody, err := parseEntity(sig)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -222,8 +230,7 @@ func VerifySigned(contentType string, body []byte, cert *x509.Certificate) (cont
 	if d, err := derOrBase64(der); err == nil {
 		der = d
 	}
-	content = parts[0]
-	signer, err = verifyDetached(content, der, cert)
+	signer, err := verifyDetached(content, der, cert)
 	if err != nil {
 		if canon, changed := toCRLF(content); changed {
 			if s, err2 := verifyDetached(canon, der, cert); err2 == nil {

@@ -337,8 +337,9 @@ func (r *Resolver) Resolve(ctx context.Context, contentType string, body []byte)
 	case errors.Is(verr, as2.ErrMDNMismatch):
 		// The record was found by the Original-Message-ID read before the
 		// signature was checked; the signed report names another message.
-		// Only a post altered around a genuine signature gets here (a MIME
-		// parser differential): it proves nothing about this record.
+		// ParseMDN and the verification split the body alike, so no MIME
+		// re-wrapping gets here; kept as a second check: such a post proves
+		// nothing about this record.
 		return refused(http.StatusForbidden, metrics.ReasonSignature, "MDN signature does not cover this Original-Message-ID")
 	case errors.Is(verr, as2.ErrNoMDN) || errors.Is(verr, as2.ErrMalformedMDN):
 		return refused(http.StatusBadRequest, metrics.ReasonNotMDN, "not an MDN")
