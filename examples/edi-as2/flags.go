@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/floodgate-go/floodgate/internal/exampleutil"
@@ -28,6 +29,13 @@ type options struct {
 	settle          time.Duration            // how long to wait for the backlog after producing
 	quiet           bool                     // no timeline
 	mdn             string                   // "sync" or "async" (as2.MDNSync, as2.MDNAsync)
+	as2Cert, as2Key string                   // our AS2 certificate and private key (PEM files); empty = generated
+
+	// Not flags: a test sets them. stderr receives the log (default
+	// os.Stderr); logLevel is its level (default slog.LevelError: a panic
+	// the router recovered, an unconfirmed diversion).
+	stderr   io.Writer
+	logLevel slog.Leveler
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -49,6 +57,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.settle, "settle", 60*time.Second, "after producing, how long to wait for the backlog to drain, in (0, 1h]")
 	o.metrics.Register(fs) // -metrics-addr (a port alone: loopback), -metrics-tlscert/-tlskey/-tlsca
 	fs.StringVar(&o.mdn, "mdn", "sync", "how the retailers return their signed MDN: sync (in the answer) or async (posted later to a receipt endpoint on loopback, RFC 4130 §7.3; pending receipts in a JetStream KV bucket, a deadline sweep every second)")
+	fs.StringVar(&o.as2Cert, "as2-cert", "", "our AS2 certificate `file` (PEM), with -as2-key: the retailers verify our signatures with it (default: a throwaway one per retailer)")
+	fs.StringVar(&o.as2Key, "as2-key", "", "our AS2 private key `file` (PEM: PKCS #8, PKCS #1 or SEC 1, unencrypted; RSA or ECDSA) of -as2-cert: it signs every order")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not print the per-second timeline (the summary is printed all the same)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -77,6 +87,9 @@ func (o options) validate() error {
 	c.Duration("settle", o.settle, 0, time.Hour, true)
 	if o.mdn != "sync" && o.mdn != "async" {
 		c.Failf("-mdn %q: allowed sync or async", o.mdn)
+	}
+	if (o.as2Cert == "") != (o.as2Key == "") {
+		c.Failf("-as2-cert and -as2-key go together: give both or neither")
 	}
 	o.metrics.Check(&c)
 	c.OutputFile("summary", o.summary) // before the run, not after it

@@ -22,6 +22,12 @@
 //	go run ./examples/edi-as2 -summary s.json  # also write a JSON summary
 //	go run ./examples/edi-as2 -nats-url nats://127.0.0.1:4222
 //	go run ./examples/edi-as2 -mdn async      # asynchronous MDNs (RFC 4130 §7.3)
+//	go run ./examples/edi-as2 -as2-cert ours.pem -as2-key ours.key  # our AS2 certificate and key
+//
+// Secrets come from outside when given: our AS2 certificate and private key
+// (-as2-cert, -as2-key; otherwise throwaway ones per retailer) and the NATS
+// credentials (-user/-password, -token, -creds, -nkey or their NATS_*
+// variables); none is ever printed.
 //
 // It exits 0 when every order was delivered to its own retailer or
 // dead-lettered, 1 when some were lost, misdelivered or still queued when

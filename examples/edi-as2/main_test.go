@@ -123,6 +123,8 @@ func TestBadFlags(t *testing.T) {
 		{[]string{"-metrics-addr", "9090"}, "-metrics-addr"},
 		{[]string{"-mdn", "later"}, "-mdn"},
 		{[]string{"-metrics-addr", ":99999"}, "-metrics-addr"},
+		{[]string{"-as2-cert", "ours.pem"}, "-as2-cert and -as2-key go together"},
+		{[]string{"-as2-key", "ours.key"}, "-as2-cert and -as2-key go together"},
 	} {
 		var stderr bytes.Buffer
 		_, err := parseFlags(tc.args, &stderr)

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"crypto"
+	"crypto/x509"
 	"embed"
 	"errors"
 	"fmt"
@@ -68,22 +71,51 @@ type retailer struct {
 	ids      []string // orders produced for it
 }
 
+// identity is our AS2 certificate and private key, from -as2-cert and
+// -as2-key; nil when they are not given.
+type identity struct {
+	cert *x509.Certificate
+	key  crypto.Signer
+}
+
+// loadIdentity reads -as2-cert and -as2-key, with the as2 package's PEM
+// readers; the error names the flag, never the key.
+func loadIdentity(o options) (*identity, error) {
+	if o.as2Cert == "" {
+		return nil, nil
+	}
+	cert, err := as2.LoadCertificate(o.as2Cert)
+	if err != nil {
+		return nil, fmt.Errorf("-as2-cert: %w", err)
+	}
+	key, err := as2.LoadPrivateKey(o.as2Key)
+	if err != nil {
+		return nil, fmt.Errorf("-as2-key: %w", err)
+	}
+	return &identity{cert: cert, key: key}, nil
+}
+
 // newRetailer starts retailer id's receiver and builds its sender. Each
-// retailer has its own throwaway keys and certificates: orders are signed
+// retailer has its own throwaway keys and certificates, and so do we for
+// it unless ours is given (-as2-cert, -as2-key): orders are signed
 // (SHA-256) and encrypted (AES-256-CBC) for it, and it returns a signed MDN
 // whose MIC the sender checks (RFC 4130). Its receiver rejects an AS2-To
 // other than its own.
-func newRetailer(id string, faulty bool, o options, async *asyncReceipts) (*retailer, error) {
+func newRetailer(id string, faulty bool, o options, ours *identity, async *asyncReceipts) (*retailer, error) {
 	pki, err := as2test.New(ourAS2ID, id)
 	if err != nil {
 		return nil, fmt.Errorf("AS2 certificates: %w", err)
 	}
 	pcfg := pki.PartnerConfig()
+	scfg := pki.SenderConfig("")
+	if ours != nil {
+		pcfg.SenderCert = ours.cert
+		scfg.SigningCert, scfg.SigningKey = ours.cert, ours.key
+	}
 	pcfg.Script = healthyScript()
 	if faulty {
 		pcfg.Script = script(o)
 	}
-	scfg := pki.SenderConfig("")
 	if async != nil {
 		async.configure(&scfg, &pcfg)
 	}
@@ -99,6 +131,9 @@ func newRetailer(id string, faulty bool, o options, async *asyncReceipts) (*reta
 	sender, err := as2.NewSender(scfg)
 	if err != nil {
 		srv.Close()
+		if ours != nil {
+			err = fmt.Errorf("-as2-cert, -as2-key: %w", err)
+		}
 		return nil, err
 	}
 	return &retailer{id: id, faulty: faulty, receiver: receiver, srv: srv, sender: sender}, nil
@@ -108,8 +143,9 @@ func newRetailer(id string, faulty bool, o options, async *asyncReceipts) (*reta
 // even with an error when the run got far enough to count anything.
 func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	start := time.Now()
-	// Errors only: a panic the router recovers, an unconfirmed diversion.
-	logger := watermill.NewSlogLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	// Errors only (unless a test asks for more): a panic the router
+	// recovers, an unconfirmed diversion.
+	logger := watermill.NewSlogLogger(slog.New(slog.NewTextHandler(cmp.Or[io.Writer](o.stderr, os.Stderr), &slog.HandlerOptions{Level: cmp.Or[slog.Leveler](o.logLevel, slog.LevelError)})))
 	runID := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 	sourceTopic := "edi_orders_" + runID
 
@@ -134,10 +170,14 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		defer async.srv.Close()
 		nc.Track("KV_" + async.bucket)
 	}
+	ours, err := loadIdentity(o)
+	if err != nil {
+		return nil, err
+	}
 	retailers := make([]*retailer, o.retailers)
 	byID := map[string]*retailer{}
 	for i := range retailers {
-		r, err := newRetailer(retailerIDs[i], i+1 == o.faulty, o, async)
+		r, err := newRetailer(retailerIDs[i], i+1 == o.faulty, o, ours, async)
 		if err != nil {
 			return nil, err
 		}
@@ -151,10 +191,11 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	// the retry queue and the per-partner drain, on the router.
 	mctx, stopMetrics := context.WithCancel(ctx)
 	defer stopMetrics()
-	reg, _, err := o.metrics.Start(mctx) // nil when -metrics-addr is off
+	reg, metricsAddr, err := o.metrics.Start(mctx) // nil when -metrics-addr is off
 	if err != nil {
 		return nil, err
 	}
+	exampleutil.PrintMetricsURL(out, o.metrics, metricsAddr)
 	if err := nc.EnsureStreams(ctx, sourceTopic); err != nil {
 		return nil, err
 	}

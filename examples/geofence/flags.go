@@ -4,7 +4,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"strings"
 	"time"
+
+	"github.com/floodgate-go/floodgate/deliver/webhook"
 
 	"github.com/floodgate-go/floodgate/internal/exampleutil"
 	"github.com/floodgate-go/floodgate/internal/natsconn"
@@ -35,7 +40,19 @@ type options struct {
 	summary       string                   // JSON summary file; empty = none
 	settle        time.Duration            // wait for the backlog after producing
 	quiet         bool                     // no timeline
+	webhookSecret []byte                   // the consumers' signing key, from -webhook-secret-file or $FLOODGATE_WEBHOOK_SECRET; nil = generated
+
+	// Not flags: a test sets them. stderr receives the log and the
+	// dropped-fix lines (default os.Stderr); logLevel is the log's level
+	// (default slog.LevelError: a panic the router recovered, an
+	// unconfirmed diversion).
+	stderr   io.Writer
+	logLevel slog.Leveler
 }
+
+// EnvWebhookSecret holds the consumers' webhook secret itself when
+// -webhook-secret-file is not given.
+const EnvWebhookSecret = "FLOODGATE_WEBHOOK_SECRET"
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
@@ -63,6 +80,8 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	o.nats.Register(fs)    // -s/-server/-nats-url, -context, credentials, TLS; none: an embedded server
 	fs.StringVar(&o.summary, "summary", "", "write a JSON summary to this `file`")
 	fs.DurationVar(&o.settle, "settle", 40*time.Second, "after producing, how long to wait for the backlog to drain, in (0, 1h]")
+	var secretFile string
+	fs.StringVar(&secretFile, "webhook-secret-file", "", "`file` holding the Standard Webhooks secret (whsec_ and base64) every consumer verifies with and the sender signs with (env "+EnvWebhookSecret+" holds the secret itself; default: a throwaway secret per consumer)")
 	fs.BoolVar(&o.quiet, "quiet", false, "do not print the per-second timeline (the summary is printed all the same)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -70,7 +89,34 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	var err error
+	if o.webhookSecret, err = loadSecret(secretFile); err != nil {
+		return o, err
+	}
 	return o, o.validate()
+}
+
+// loadSecret reads the webhook secret from file, or else from
+// $FLOODGATE_WEBHOOK_SECRET, with [webhook.ParseSecret] (surrounding white
+// space ignored); nil when neither is set. The error names the flag or the
+// variable, never the secret.
+func loadSecret(file string) ([]byte, error) {
+	what, s := "$"+EnvWebhookSecret, os.Getenv(EnvWebhookSecret)
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("-webhook-secret-file: %w", err)
+		}
+		what, s = "-webhook-secret-file", string(b)
+	}
+	if s == "" && file == "" {
+		return nil, nil
+	}
+	key, err := webhook.ParseSecret(strings.TrimSpace(s))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	return key, nil
 }
 
 func (o options) validate() error {

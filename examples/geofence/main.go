@@ -42,6 +42,13 @@
 //	go run ./examples/geofence                  # embedded NATS, default script
 //	go run ./examples/geofence -summary s.json  # also write a JSON summary
 //	go run ./examples/geofence -nats-url nats://127.0.0.1:4222
+//	FLOODGATE_WEBHOOK_SECRET=whsec_... go run ./examples/geofence
+//
+// Secrets come from outside when given: the consumers' Standard Webhooks
+// secret (-webhook-secret-file, or $FLOODGATE_WEBHOOK_SECRET holding it;
+// otherwise a throwaway one per consumer) and the NATS credentials
+// (-user/-password, -token, -creds, -nkey or their NATS_* variables); none
+// is ever printed.
 //
 // It exits 0 when every trigger reached its own consumer (or was
 // dead-lettered) with the right content, 1 when one did not, reached

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"embed"
@@ -176,23 +177,28 @@ type consumer struct {
 
 // newConsumer starts consumer i (1-based) on a real HTTP server on
 // loopback: it verifies the Standard Webhooks signature (and refuses
-// replays) with a secret of its own, handed over in the "whsec_" form,
+// replays) with a secret of its own, handed over in the "whsec_" form (or
+// the one every consumer shares, -webhook-secret-file),
 // records every idempotency key, and follows its fault script. The faulty
 // one follows the design note's (healthy, then a P99 spike, then
 // recovered); the others have a slow period of their own (-slow-at,
 // -slow-for, -slow-latency), below the breaker's slow-call threshold.
 func newConsumer(i int, o options) (*consumer, error) {
-	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, err
-	}
-	// The endpoint's secret as a Standard Webhooks producer hands it to its
-	// consumer, and as the consumer decodes it.
-	secret, err := webhook.ParseSecret(webhook.FormatSecret(key))
-	if err != nil {
-		return nil, err
+	secret := o.webhookSecret
+	if secret == nil {
+		key := make([]byte, 32)
+		if _, err := rand.Read(key); err != nil {
+			return nil, err
+		}
+		// The endpoint's secret as a Standard Webhooks producer hands it to
+		// its consumer, and as the consumer decodes it.
+		var err error
+		if secret, err = webhook.ParseSecret(webhook.FormatSecret(key)); err != nil {
+			return nil, err
+		}
 	}
 	c := &consumer{faulty: i == o.faulty}
+	var err error
 	degraded := o.degraded
 	if o.degradedCalls > 0 {
 		degraded = callHold
@@ -237,8 +243,10 @@ func (c *consumer) start(t time.Time) {
 // even with an error when the run got far enough to count anything.
 func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	start := time.Now()
-	// Errors only: a panic the router recovers, an unconfirmed diversion.
-	logger := watermill.NewSlogLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError})))
+	// Errors only (unless a test asks for more): a panic the router
+	// recovers, an unconfirmed diversion.
+	stderr := cmp.Or[io.Writer](o.stderr, os.Stderr)
+	logger := watermill.NewSlogLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: cmp.Or[slog.Leveler](o.logLevel, slog.LevelError)})))
 	runID := strings.ReplaceAll(uuid.NewString()[:8], "-", "")
 
 	fences, tracks, err := loadData()
@@ -289,10 +297,11 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	calls := &callLog{slowCall: o.slowCall, before: map[string]int{}}
 	mctx, stopMetrics := context.WithCancel(ctx)
 	defer stopMetrics()
-	reg, _, err := o.metrics.Start(mctx) // nil when -metrics-addr is off
+	reg, metricsAddr, err := o.metrics.Start(mctx) // nil when -metrics-addr is off
 	if err != nil {
 		return nil, err
 	}
+	exampleutil.PrintMetricsURL(out, o.metrics, metricsAddr)
 	fixSub, err := jsq.NewSubscriber(jsq.SubscriberConfig{URL: nc.URL, ConnectOptions: nc.ConnectOptions, Concurrency: 1, AckWait: 30 * time.Second})
 	if err != nil {
 		return nil, err
@@ -375,7 +384,7 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 	em := &emitted{ids: map[string]string{}}
 	var fixesIn atomic.Int64
 	for i, topic := range fixTopics {
-		h := &shardHandler{eval: eval, pub: nc.Publisher, topic: triggerTopic, route: route, emitted: em, seen: &fixesIn,
+		h := &shardHandler{eval: eval, pub: nc.Publisher, stderr: stderr, topic: triggerTopic, route: route, emitted: em, seen: &fixesIn,
 			states: map[string]*vehicleState{}}
 		router.AddConsumerHandler(fmt.Sprintf("geofence-eval-%d", i), topic, fixSub, h.handle)
 	}
@@ -691,6 +700,7 @@ func accounted(expected map[string]trigger, route map[string]string, byURL map[s
 type shardHandler struct {
 	eval    *evaluator
 	pub     message.Publisher
+	stderr  io.Writer // where a dropped fix is reported
 	topic   string
 	route   map[string]string // vehicle -> consumer (partner key); read-only
 	emitted *emitted
@@ -704,7 +714,7 @@ func (h *shardHandler) handle(msg *message.Message) error {
 	var f fix
 	if err := json.Unmarshal(msg.Payload, &f); err != nil || f.Vehicle == "" {
 		// A fix that cannot be read never will be: drop it, loudly.
-		fmt.Fprintf(os.Stderr, "geofence: unreadable fix %s dropped: %v\n", msg.UUID, err)
+		fmt.Fprintf(h.stderr, "geofence: unreadable fix %s dropped: %v\n", msg.UUID, err)
 		return nil
 	}
 	h.seen.Add(1)

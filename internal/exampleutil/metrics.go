@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -101,4 +102,19 @@ func (f *FlagCheck) Addr(name, v string) {
 	if n, perr := strconv.Atoi(port); err != nil || perr != nil || n < 0 || n > 65535 {
 		f.errs = append(f.errs, fmt.Errorf("-%s must be host:port with a port in [0, 65535] (e.g. :9090), got %q", name, v))
 	}
+}
+
+// PrintMetricsURL writes the metrics endpoint's URL to w, "metrics:
+// http://127.0.0.1:9090/metrics" (https with -metrics-tlscert), so a
+// scraper finds a port the system chose (-metrics-addr :0). It writes
+// nothing when addr is nil (metrics off).
+func PrintMetricsURL(w io.Writer, m MetricsFlags, addr net.Addr) {
+	if addr == nil {
+		return
+	}
+	scheme := "http"
+	if m.TLSCert != "" {
+		scheme = "https"
+	}
+	fmt.Fprintf(w, "metrics: %s://%s/metrics\n", scheme, addr)
 }

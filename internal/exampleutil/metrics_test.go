@@ -87,3 +87,24 @@ func TestMetricsFlagsCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestPrintMetricsURL: the URL names the bound address, https with a
+// certificate; nothing is printed when metrics are off.
+func TestPrintMetricsURL(t *testing.T) {
+	addr := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40123}
+	for _, tc := range []struct {
+		m    exampleutil.MetricsFlags
+		addr net.Addr
+		want string
+	}{
+		{exampleutil.MetricsFlags{Addr: ":0"}, addr, "metrics: http://127.0.0.1:40123/metrics\n"},
+		{exampleutil.MetricsFlags{Addr: ":0", TLSCert: "c.pem", TLSKey: "k.pem"}, addr, "metrics: https://127.0.0.1:40123/metrics\n"},
+		{exampleutil.MetricsFlags{}, nil, ""},
+	} {
+		var b strings.Builder
+		exampleutil.PrintMetricsURL(&b, tc.m, tc.addr)
+		if b.String() != tc.want {
+			t.Errorf("%+v: %q, want %q", tc.m, b.String(), tc.want)
+		}
+	}
+}
