@@ -107,8 +107,8 @@ type Config struct {
 	// sweep runs then). Optional. Default 1m; range > 0.
 	SweepInterval time.Duration
 
-	// MaxKeyLen caps the length of a partner key, so that MaxPartners keys
-	// bound the memory held; [Registry.Get] returns [ErrKeyTooLong] beyond
+	// MaxKeyLen caps the length of a partner key, in bytes, so that
+	// MaxPartners keys bound the memory held; [Registry.Get] returns [ErrKeyTooLong] beyond
 	// it. Optional. Default 8192 bytes; range 1..MaxKeyLenLimit (1 MiB).
 	MaxKeyLen int
 

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/floodgate-go/floodgate/internal/natsconn"
 	"github.com/floodgate-go/floodgate/internal/natsserver"
@@ -23,6 +24,7 @@ func TestMain(m *testing.M) {
 		natsconn.EnvPassword, natsconn.EnvCert, natsconn.EnvKey, natsconn.EnvCA} {
 		os.Unsetenv(k)
 	}
+	connectTimeout = time.Minute // a hang guard only
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)

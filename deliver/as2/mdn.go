@@ -95,7 +95,8 @@ func ParseMDN(contentType string, body []byte) (*MDN, error) {
 // multipart/signed entity (RFC 5751 §3.5.3) whose signature verifies with
 // exactly cert, the partner's MDN-signing certificate; its first part, the
 // very bytes verified, is then parsed as by [ParseMDN] (so both read the
-// same report), and the MDN returned has Signed and Verified set. VerifyMDN does not judge the disposition or the MIC: see
+// same report), and the MDN returned has Signed and Verified set.
+// VerifyMDN does not judge the disposition or the MIC: see
 // [MDN.Processed] and [Sender.Send].
 //
 // Errors:

@@ -165,7 +165,7 @@ func splitMultipart(body []byte, boundary string) ([][]byte, error) {
 		if len(line) > 80 {
 			line = line[:80]
 		}
-		return 0, false, false, fmt.Errorf("%w: line %q starts with boundary %q but is no delimiter", ErrMalformedMIME, line, boundary)
+		return 0, false, false, fmt.Errorf("%w: line %q starts with boundary %q but is no delimiter", ErrMalformedMIME, line, cut80(boundary))
 	}
 	// Every line start is a delimiter candidate, the first line of a part
 	// too (a delimiter right after another is an empty part).
@@ -203,9 +203,9 @@ func splitMultipart(body []byte, boundary string) ([][]byte, error) {
 		ls += nl + 1
 	}
 	if partStart < 0 {
-		return nil, fmt.Errorf("%w: boundary %q not found", ErrMalformedMIME, boundary)
+		return nil, fmt.Errorf("%w: boundary %q not found", ErrMalformedMIME, cut80(boundary))
 	}
-	return nil, fmt.Errorf("%w: no closing boundary %q", ErrMalformedMIME, boundary)
+	return nil, fmt.Errorf("%w: no closing boundary %q", ErrMalformedMIME, cut80(boundary))
 }
 
 // signedParts splits a multipart/signed body (RFC 1847 §2.1) with
@@ -288,4 +288,13 @@ func derOrBase64(body []byte) ([]byte, error) {
 		return nil, errNotDER
 	}
 	return b, nil
+}
+
+// cut80 cuts a partner's boundary, quoted in an error, to 80 bytes: it has
+// no length limit of its own.
+func cut80(s string) string {
+	if len(s) > 80 {
+		return s[:80]
+	}
+	return s
 }

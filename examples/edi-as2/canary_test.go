@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -175,6 +178,17 @@ func TestCanarySecrets(t *testing.T) {
 	for what, text := range captured {
 		leaktest.Check(t, what, text, forms)
 	}
+	// The run signs with the canary identity, not a throwaway one.
+	if fp := fingerprint(pki.Sender.Cert); !strings.Contains(captured["stdout"], "sha256:"+fp+" (-as2-cert)") {
+		t.Errorf("stdout does not name the -as2-cert identity sha256:%s: %.500s", fp, captured["stdout"])
+	}
 	t.Logf("captured: stdout %d B, stderr %d B, metrics %d scrapes, NATS %d B in %d subjects",
 		len(captured["stdout"]), len(captured["stderr"]), len(scraper.Bodies()), len(captured["NATS traffic"]), len(tap.Subjects()))
+}
+
+// fingerprint is how the example prints a certificate: the first 8 bytes
+// of its SHA-256, in hex.
+func fingerprint(c *x509.Certificate) string {
+	sum := sha256.Sum256(c.Raw)
+	return hex.EncodeToString(sum[:8])
 }

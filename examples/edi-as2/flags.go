@@ -90,6 +90,8 @@ func (o options) validate() error {
 	}
 	if (o.as2Cert == "") != (o.as2Key == "") {
 		c.Failf("-as2-cert and -as2-key go together: give both or neither")
+	} else if _, err := loadIdentity(o); err != nil {
+		c.Failf("%v", err) // refused before anything starts; names the flag, never the key
 	}
 	o.metrics.Check(&c)
 	c.OutputFile("summary", o.summary) // before the run, not after it

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"context"
 	"crypto"
+	"crypto/sha256"
 	"crypto/x509"
 	"embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -91,6 +93,9 @@ func loadIdentity(o options) (*identity, error) {
 	key, err := as2.LoadPrivateKey(o.as2Key)
 	if err != nil {
 		return nil, fmt.Errorf("-as2-key: %w", err)
+	}
+	if pub, ok := key.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(cert.PublicKey) {
+		return nil, errors.New("-as2-key is not the private key of -as2-cert")
 	}
 	return &identity{cert: cert, key: key}, nil
 }
@@ -180,6 +185,13 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		r, err := newRetailer(retailerIDs[i], i+1 == o.faulty, o, ours, async)
 		if err != nil {
 			return nil, err
+		}
+		if ours != nil && i == 0 {
+			// Public: the fingerprint of the certificate the senders sign
+			// with says which identity is in use.
+			c := r.sender.Config().SigningCert
+			sum := sha256.Sum256(c.Raw)
+			fmt.Fprintf(out, "as2: orders signed with %s sha256:%s (-as2-cert)\n", c.Subject, hex.EncodeToString(sum[:8]))
 		}
 		defer r.srv.Close()
 		defer r.receiver.Close() // first: its pending MDN posts end

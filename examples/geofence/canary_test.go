@@ -181,6 +181,10 @@ func TestCanarySecrets(t *testing.T) {
 	for what, text := range captured {
 		leaktest.Check(t, what, text, forms)
 	}
+	// The run's consumers use the canary secret, not throwaway ones.
+	if want := fmt.Sprintf("webhook: %d of %d consumers sign and verify with the given secret", o.consumers, o.consumers); !strings.Contains(captured["stdout"], want) {
+		t.Errorf("stdout does not say every consumer uses the given secret: %.500s", captured["stdout"])
+	}
 	t.Logf("captured: stdout %d B, stderr %d B, metrics %d scrapes, NATS %d B in %d subjects",
 		len(captured["stdout"]), len(captured["stderr"]), len(scraper.Bodies()), len(captured["NATS traffic"]), len(tap.Subjects()))
 }

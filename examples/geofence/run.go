@@ -172,6 +172,7 @@ type consumer struct {
 	sender   *webhook.Sender
 	drain    exampleutil.DrainTimer
 	ids      []string // triggers produced for it
+	given    bool     // signs and verifies with the given secret (-webhook-secret-file)
 	received map[string]int
 }
 
@@ -185,6 +186,7 @@ type consumer struct {
 // -slow-for, -slow-latency), below the breaker's slow-call threshold.
 func newConsumer(i int, o options) (*consumer, error) {
 	secret := o.webhookSecret
+	given := secret != nil
 	if secret == nil {
 		key := make([]byte, 32)
 		if _, err := rand.Read(key); err != nil {
@@ -197,7 +199,7 @@ func newConsumer(i int, o options) (*consumer, error) {
 			return nil, err
 		}
 	}
-	c := &consumer{faulty: i == o.faulty}
+	c := &consumer{faulty: i == o.faulty, given: given}
 	var err error
 	degraded := o.degraded
 	if o.degradedCalls > 0 {
@@ -282,6 +284,9 @@ func run(ctx context.Context, o options, out io.Writer) (*summary, error) {
 		}
 		defer c.srv.Close()
 		consumers[i], byURL[c.url] = c, c
+	}
+	if given := countGiven(consumers); given > 0 {
+		fmt.Fprintf(out, "webhook: %d of %d consumers sign and verify with the given secret\n", given, len(consumers))
 	}
 	faulty := consumers[o.faulty-1]
 	route := map[string]string{} // vehicle -> partner key
@@ -811,4 +816,15 @@ func replay(ctx context.Context, pub message.Publisher, topics []string, tracks 
 	}
 	wg.Wait()
 	return counts
+}
+
+// countGiven counts the consumers that use the given webhook secret.
+func countGiven(cs []*consumer) int {
+	n := 0
+	for _, c := range cs {
+		if c.given {
+			n++
+		}
+	}
+	return n
 }

@@ -18,8 +18,9 @@ const minEcho = 4
 // page may echo back and that printed forms hide: the user information,
 // the query values and the path segments [Path] hides of rawURL (decoded
 // and as escaped), and the values of h (each whole, and each of their
-// space- or comma-separated words, such as a bearer token, but for
-// ordinary lowercase words and a leading authentication scheme). Strings
+// space- or comma-separated words, such as a bearer token, but for the
+// authentication scheme of an Authorization, Proxy-Authorization or
+// Cookie value). Strings
 // shorter than 4 bytes are left out. The list is sorted longest first, for
 // [Scrub].
 func EchoSecrets(rawURL string, h http.Header) []string {
@@ -53,15 +54,17 @@ func EchoSecrets(rawURL string, h http.Header) []string {
 			}
 		}
 	}
-	for _, vs := range h {
+	for name, vs := range h {
+		auth := authHeader(name)
 		for _, v := range vs {
 			add(v)
 			words := strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == '\t' || r == ',' })
 			for i, w := range words {
-				// Ordinary words, and an authentication scheme ("Bearer"
-				// before a token, RFC 9110 §11.1), are no secret: hiding
-				// them would mangle the partner's error text.
-				if wordLike(w) || (i == 0 && len(words) > 1 && letters(w)) {
+				// The authentication scheme before a credential ("Bearer",
+				// RFC 9110 §11.1) is no secret: hiding it would mangle the
+				// partner's error text. Every other word is listed, even a
+				// lowercase one (a token may be one).
+				if auth && i == 0 && len(words) > 1 && letters(w) {
 					continue
 				}
 				add(w)
@@ -146,4 +149,14 @@ func letters(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// authHeader reports whether a header of this name carries credentials
+// after an authentication scheme.
+func authHeader(name string) bool {
+	switch http.CanonicalHeaderKey(name) {
+	case "Authorization", "Proxy-Authorization", "Cookie":
+		return true
+	}
+	return false
 }
