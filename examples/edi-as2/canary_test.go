@@ -6,10 +6,10 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/hex"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -77,33 +77,20 @@ func TestCanarySecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr capture.Buffer
+	var stderr capture.Buffer
 	o.stderr, o.logLevel = &stderr, slog.LevelDebug
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	type result struct {
-		sum *summary
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		sum, err := run(ctx, o, &stdout)
-		done <- result{sum, err}
-	}()
-	scrapeCtx, stopScrape := context.WithCancel(ctx)
-	defer stopScrape()
-	metricsURL := regexp.MustCompile(`metrics: (http://\S+)`)
-	scraper := capture.Scrape(scrapeCtx, func() (string, bool) {
-		m := metricsURL.FindStringSubmatch(stdout.String())
-		if m == nil {
-			return "", false
-		}
-		return m[1], true
+	var sum *summary
+	prog := capture.Start(ctx, func(ctx context.Context, stdout io.Writer) (err error) {
+		sum, err = run(ctx, o, stdout)
+		return err
 	}, 200*time.Millisecond)
+	stdout := &prog.Stdout
 
 	// An order for a retailer that does not exist: a dead letter.
-	runID, ok := stdout.Find(ctx, regexp.MustCompile(`streams: retry floodgate_retry_(\w+),`))
+	runID, ok := prog.RunID(ctx)
 	if !ok {
 		t.Fatalf("the run named no streams: %s", stdout.String())
 	}
@@ -118,21 +105,14 @@ func TestCanarySecrets(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var res result
-	select {
-	case res = <-done:
-	case <-time.After(3 * time.Minute):
-		t.Fatal("run did not return in 3 minutes") // a hang guard: ctx ends it after 2
-	}
-	stopScrape()
-	<-scraper.Done()
+	err = prog.Wait(3 * time.Minute) // a hang guard: ctx ends the run sooner
 	if err := tap.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if res.err != nil {
-		t.Fatalf("run: %v\n%s\n%s", res.err, stdout.String(), stderr.String())
+	if err != nil {
+		t.Fatalf("run: %v\n%s\n%s", err, stdout.String(), stderr.String())
 	}
-	if err := res.sum.writeFile(o.summary); err != nil { // as main does
+	if err := sum.writeFile(o.summary); err != nil { // as main does
 		t.Fatal(err)
 	}
 	sumJSON, err := os.ReadFile(summaryFile)
@@ -141,12 +121,11 @@ func TestCanarySecrets(t *testing.T) {
 	}
 	captured := map[string]string{
 		"stdout": stdout.String(), "stderr": stderr.String(), "summary": string(sumJSON),
-		"metrics": strings.Join(scraper.Bodies(), "\n"), "NATS traffic": tap.String(),
+		"metrics": prog.Metrics(), "NATS traffic": tap.String(),
 	}
 
 	// The capture holds what the run did, so the search below cannot pass
 	// on an empty capture.
-	sum := res.sum
 	if sum.Trips < 1 || sum.Diverted < 1 || sum.Drained < 1 || sum.PartnerErrors < 1 {
 		t.Errorf("trips %d, diverted %d, drained %d, partner errors %d: the outage must fail calls, trip, divert and drain",
 			sum.Trips, sum.Diverted, sum.Drained, sum.PartnerErrors)
@@ -183,7 +162,7 @@ func TestCanarySecrets(t *testing.T) {
 		t.Errorf("stdout does not name the -as2-cert identity sha256:%s: %.500s", fp, captured["stdout"])
 	}
 	t.Logf("captured: stdout %d B, stderr %d B, metrics %d scrapes, NATS %d B in %d subjects",
-		len(captured["stdout"]), len(captured["stderr"]), len(scraper.Bodies()), len(captured["NATS traffic"]), len(tap.Subjects()))
+		len(captured["stdout"]), len(captured["stderr"]), prog.Scrapes(), len(captured["NATS traffic"]), len(tap.Subjects()))
 }
 
 // fingerprint is how the example prints a certificate: the first 8 bytes

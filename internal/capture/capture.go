@@ -210,3 +210,62 @@ func (s *Scraper) Bodies() []string {
 	defer s.mu.Unlock()
 	return append([]string(nil), s.bodies...)
 }
+
+// Program is an example program running in-process for a test: its
+// stdout captured, and the metrics URL it prints ("metrics: http://…")
+// scraped until it returns.
+type Program struct {
+	// Stdout is what the program printed so far.
+	Stdout  Buffer
+	done    chan error
+	scraper *Scraper
+	stop    context.CancelFunc
+}
+
+var metricsLine = regexp.MustCompile(`metrics: (http://\S+)`)
+
+// Start runs run in a goroutine with ctx and the Program's Stdout, and
+// scrapes the metrics URL it prints every interval until it returns.
+func Start(ctx context.Context, run func(ctx context.Context, stdout io.Writer) error, interval time.Duration) *Program {
+	p := &Program{done: make(chan error, 1)}
+	go func() { p.done <- run(ctx, &p.Stdout) }()
+	sctx, stop := context.WithCancel(ctx)
+	p.stop = stop
+	p.scraper = Scrape(sctx, func() (string, bool) {
+		m := metricsLine.FindStringSubmatch(p.Stdout.String())
+		if m == nil {
+			return "", false
+		}
+		return m[1], true
+	}, interval)
+	return p
+}
+
+// RunID returns the run id the program names its streams after
+// ("streams: retry floodgate_retry_<id>,"), once printed; false when ctx
+// ends first.
+func (p *Program) RunID(ctx context.Context) (string, bool) {
+	return p.Stdout.Find(ctx, regexp.MustCompile(`streams: retry floodgate_retry_(\w+),`))
+}
+
+// Wait waits at most guard (a hang guard) for the program to return, then
+// for the scraper to stop, and returns the program's error; a program
+// still running after guard is an error.
+func (p *Program) Wait(guard time.Duration) error {
+	var err error
+	select {
+	case err = <-p.done:
+	case <-time.After(guard):
+		err = fmt.Errorf("capture: the program did not return in %s", guard)
+	}
+	p.stop()
+	<-p.scraper.Done()
+	return err
+}
+
+// Metrics returns every scrape of the metrics endpoint, one after the
+// other.
+func (p *Program) Metrics() string { return strings.Join(p.scraper.Bodies(), "\n") }
+
+// Scrapes returns how many times the metrics endpoint was scraped.
+func (p *Program) Scrapes() int { return len(p.scraper.Bodies()) }

@@ -2,7 +2,11 @@ package capture_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -59,5 +63,43 @@ func TestBufferFind(t *testing.T) {
 	stop()
 	if _, ok := b.Find(done, regexp.MustCompile(`never`)); ok {
 		t.Error("Find matched what was never written")
+	}
+}
+
+// TestProgram: a program's run id and metrics URL are read from what it
+// prints; the endpoint is scraped until the program returns, whose error
+// Wait gives back; a program that does not return by the guard is an
+// error.
+func TestProgram(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "# HELP floodgate_x test")
+	}))
+	defer srv.Close()
+	release := make(chan struct{})
+	done := errors.New("program done")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := capture.Start(ctx, func(_ context.Context, stdout io.Writer) error {
+		fmt.Fprintf(stdout, "streams: retry floodgate_retry_ab12cd, dead letters x\nmetrics: %s/metrics\n", srv.URL)
+		<-release
+		return done
+	}, 10*time.Millisecond)
+	if id, ok := p.RunID(ctx); !ok || id != "ab12cd" {
+		t.Fatalf("RunID = %q, %v; want ab12cd", id, ok)
+	}
+	for p.Scrapes() == 0 && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(release)
+	if err := p.Wait(time.Minute); !errors.Is(err, done) {
+		t.Errorf("Wait = %v, want the program's error", err)
+	}
+	if !strings.Contains(p.Metrics(), "floodgate_x") {
+		t.Errorf("Metrics = %q", p.Metrics())
+	}
+
+	stuck := capture.Start(ctx, func(ctx context.Context, _ io.Writer) error { <-ctx.Done(); return nil }, time.Second)
+	if err := stuck.Wait(10 * time.Millisecond); err == nil {
+		t.Error("Wait on a program still running after the guard: nil, want an error")
 	}
 }
