@@ -62,14 +62,23 @@ func (d *Drainer) admitWait() time.Duration {
 // longer wait), never missed: the budget is never exceeded by the
 // drainer's own calls.
 func (d *Drainer) admitCall(ctx context.Context) bool {
-	var deadline time.Time
-	var timer *time.Timer
+	deadline := time.Now().Add(d.admitWait())
+	timer := time.NewTimer(d.admitWait())
 	defer func() {
 		d.waiting.Add(-1)
-		if timer != nil {
-			timer.Stop()
-		}
+		timer.Stop()
 	}()
+	// One waiter at a time looks at the gate (the others queue for the
+	// turn, in order), so a returning call wakes one goroutine, not every
+	// message waiting.
+	select {
+	case d.admitTurn <- struct{}{}:
+		defer func() { <-d.admitTurn }()
+	case <-timer.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
 	for {
 		woken := d.admitted.wait()
 		if d.turned.Load() {
@@ -88,22 +97,19 @@ func (d *Drainer) admitCall(ctx context.Context) bool {
 		if budget <= 0 && d.calling.Load()-d.waiting.Load() <= 0 {
 			return false // no call of ours will return to free it
 		}
-		now := time.Now()
-		if deadline.IsZero() {
-			deadline = now.Add(d.admitWait())
-		}
-		left := deadline.Sub(now)
+		left := time.Until(deadline)
 		if left <= 0 || ctx.Err() != nil {
 			return false
 		}
 		// A returning call broadcasts; a live call's return or a budget
 		// the breaker raised is seen within a poll interval.
-		dur := min(left, d.cfg.PollInterval)
-		if timer == nil {
-			timer = time.NewTimer(dur)
-		} else {
-			timer.Reset(dur)
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
 		}
+		timer.Reset(min(left, d.cfg.PollInterval))
 		select {
 		case <-woken:
 		case <-timer.C:

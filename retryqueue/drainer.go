@@ -425,9 +425,11 @@ type Drainer struct {
 	// unadmitted those whose call started and that the gate's budget does
 	// not count yet: neither returned nor [Admitted].
 	calling, waiting, unadmitted atomic.Int32
-	// admitted wakes the messages waiting in admitCall when a call
-	// returns or the drainer is woken.
-	admitted signal
+	// admitted wakes the message waiting in admitCall when a call
+	// returns or the drainer is woken; admitTurn is held by the one
+	// waiting message that looks at the gate.
+	admitted  signal
+	admitTurn chan struct{}
 
 	fetched, drained, redelivered, deferred, dead, ackErrors, gateClosed, failures, backoffs atomic.Uint64
 }
@@ -483,6 +485,7 @@ func NewDrainer(cfg DrainerConfig) (*Drainer, error) {
 		burstAuto: cfg.Burst == 0,
 		wake:      make(chan struct{}, 1),
 		slots:     make(chan struct{}, cfg.MaxInFlight),
+		admitTurn: make(chan struct{}, 1),
 		order:     keyOrder{holds: map[string]hold{}, pending: map[string]map[uint64]time.Time{}},
 		ctl: aimd{
 			rate: cfg.Rate, min: cfg.MinRate, max: cfg.MaxRate,
