@@ -92,9 +92,12 @@
 // # Drain
 //
 // A [Drainer] consumes the retry stream with a durable pull consumer. It
-// fetches only as many messages as its [Gate] (the breaker) admits right
-// now and its token bucket allows, so nothing sits prefetched while the
-// breaker is open; it respects each message's [MetaNotBefore] (the
+// fetches only while its [Gate] (the breaker) admits messages, and only as
+// many as its token bucket allows; it starts a message's call only when
+// the gate has room for it, and hands back a message fetched ahead that
+// finds none (the breaker opened, or the partner's bulkhead stayed full),
+// so nothing sits fetched while the breaker is open and AckWait never runs
+// out on a message waiting here; it respects each message's [MetaNotBefore] (the
 // per-message backoff after a failed delivery) by nakking not-yet-eligible
 // messages with a delay; and it acks a message only after the handler
 // returned nil for it. While the breaker is half-open and no live traffic

@@ -61,7 +61,7 @@ type DrainerConfig struct {
 	// Required.
 	Handler message.HandlerFunc
 	// Gate says how many messages the breaker admits now; the drainer
-	// fetches at most that many.
+	// runs at most that many calls of its own at once (see [Gate]).
 	// Required.
 	Gate Gate
 	// Rate is the drain rate, in messages per second, the drainer starts
@@ -105,11 +105,13 @@ type DrainerConfig struct {
 	// threshold does. Set it to the breaker's SlowCallDuration.
 	// Optional. Default 0: latency is not judged.
 	SlowCall time.Duration
-	// MaxInFlight bounds the drained messages in the handler at once. In
-	// FIFO mode the drainer fetches the next batch while earlier messages
-	// are still in the handler, so a slow partner call does not idle the
-	// drain; with per-key ordering each batch is finished before the next.
-	// The gate bounds it further (half-open: the free probe slots).
+	// MaxInFlight bounds the drained messages fetched and not yet settled
+	// (waiting for the gate's room, in the handler, or awaiting their ack's
+	// confirmation). In FIFO mode the drainer fetches the next batch while
+	// earlier messages are still in the handler, so a slow partner call
+	// does not idle the drain; with per-key ordering each batch is
+	// finished before the next. The gate bounds the calls further
+	// (half-open: the free probe slots).
 	// Optional. Default 64. Valid range 1..10000.
 	MaxInFlight int
 	// Burst is the token bucket's size: the largest batch fetched at once.
@@ -298,17 +300,22 @@ type DrainStatus struct {
 //
 // Each round it asks the [Gate] for a budget (waiting PollInterval, or until
 // [Drainer.Wake], while it is 0: the drain pauses at once when the breaker
-// leaves closed), takes at most that many tokens from a token bucket at the
-// drain rate, fetches at most that many messages from its durable pull
-// consumer without waiting (a no-wait pull request, so nothing is prefetched and
-// nothing sits delivered while the breaker is open, and AckWait never runs
-// out on a buffered message), and runs the handler on the eligible ones
-// concurrently, at most [DrainerConfig.MaxInFlight] at once. It does not
-// wait for them (nor their acks) before the next round, whose fetch the
-// gate's budget less the drainer's calls still running bounds (so a
-// bulkhead's or the probe slots' budget is never exceeded by its own
-// calls, and the drain does not idle between batches); with per-key
-// ordering it does wait. A message
+// leaves closed), takes tokens from a token bucket at the drain rate, and
+// fetches that many messages from its durable pull consumer without
+// waiting (a no-wait pull request): up to four budgets, less its messages
+// the gate does not count yet, so the next batch is on hand while the
+// current one runs. It runs the handler on the eligible ones concurrently,
+// at most [DrainerConfig.MaxInFlight] fetched and unsettled at once, each
+// call starting only when the gate has room for it, so a bulkhead's or the
+// probe slots' budget is never exceeded by its own calls. A message that
+// gets no room within half of what AckWait leaves past HandlerTimeout, or
+// while the gate admits nothing and none of its calls runs (the breaker
+// opened), or after the breaker turned another away, goes back to the
+// backlog (nakked with PollInterval's delay, no attempt, counted as
+// Deferred): nothing sits fetched while the breaker is open, and AckWait
+// never runs out on a message waiting here. It does not wait for the
+// calls (nor their acks) before the next round; with per-key ordering
+// it fetches at most the budget and does wait. A message
 // whose [MetaNotBefore] is in the future is nakked with a delay until then,
 // without running the handler or using a token. A message is acked (and
 // the ack confirmed) only after the handler returned nil for it. Every
@@ -413,11 +420,16 @@ type Drainer struct {
 	sliceEnd time.Time
 
 	// calling counts the messages dispatched to the worker pool whose
-	// handler call has not returned yet (FIFO mode).
-	calling atomic.Int32
-	// unadmitted counts those of them the gate's budget does not count
-	// yet: neither returned nor [Admitted] (see round).
-	unadmitted atomic.Int32
+	// handler call has not returned yet (FIFO mode); waiting counts those
+	// of them waiting for the gate to have room (see admitCall), and
+	// unadmitted those whose call started and that the gate's budget does
+	// not count yet: neither returned nor [Admitted].
+	calling, waiting, unadmitted atomic.Int32
+	// admitted wakes the message waiting in admitCall when a call
+	// returns or the drainer is woken; admitTurn is held by the one
+	// waiting message that looks at the gate.
+	admitted  signal
+	admitTurn chan struct{}
 
 	fetched, drained, redelivered, deferred, dead, ackErrors, gateClosed, failures, backoffs atomic.Uint64
 }
@@ -473,6 +485,7 @@ func NewDrainer(cfg DrainerConfig) (*Drainer, error) {
 		burstAuto: cfg.Burst == 0,
 		wake:      make(chan struct{}, 1),
 		slots:     make(chan struct{}, cfg.MaxInFlight),
+		admitTurn: make(chan struct{}, 1),
 		order:     keyOrder{holds: map[string]hold{}, pending: map[string]map[uint64]time.Time{}},
 		ctl: aimd{
 			rate: cfg.Rate, min: cfg.MinRate, max: cfg.MaxRate,
@@ -612,6 +625,7 @@ func (d *Drainer) Consumer() string { return d.cfg.Consumer }
 // Wake makes a waiting drainer look at the gate again now; call it from a
 // breaker state listener. It never blocks.
 func (d *Drainer) Wake() {
+	d.admitted.broadcast()
 	select {
 	case d.wake <- struct{}{}:
 	default:
@@ -908,9 +922,10 @@ type item struct {
 // round does one gate-budget-fetch-handle round. It sleeps itself when there
 // is nothing to do and returns only fetch errors.
 func (d *Drainer) round(ctx context.Context) error {
-	// unadmitted is read before the budget: a call admitted in between is
-	// then counted twice (a smaller fetch), never missed.
-	unadmitted := int(d.unadmitted.Load())
+	// The drainer's calls not counted by the gate yet are read before the
+	// budget: a call admitted in between is then counted twice (a smaller
+	// fetch), never missed.
+	ahead := int(d.waiting.Load() + d.unadmitted.Load())
 	budget := d.cfg.Gate.Budget()
 	calls := int(d.calling.Load())
 	if budget <= 0 && calls > 0 {
@@ -955,14 +970,9 @@ func (d *Drainer) round(ctx context.Context) error {
 	if free <= 0 {
 		return d.restSlots(ctx, d.cfg.PollInterval) // a finishing handler wakes it
 	}
-	n := min(budget, d.lim.Burst(), int(tokens))
-	if !d.cfg.Queue.Ordered() {
-		// The gate counts a call once the breaker admitted it; the calls
-		// dispatched and neither admitted ([Admitted]) nor returned yet
-		// are not counted, so they are taken off the budget.
-		if n = min(n, budget-unadmitted); n <= 0 {
-			return d.restSlots(ctx, d.cfg.PollInterval) // a returning call wakes it
-		}
+	n := min(d.fetchBound(budget, ahead), d.lim.Burst(), int(tokens))
+	if n <= 0 {
+		return d.restSlots(ctx, d.cfg.PollInterval) // a returning call wakes it
 	}
 	if free < n && free < max(1, cap(d.slots)/4) {
 		// Handlers hold most slots: wait for a quarter of them to free up
@@ -978,7 +988,7 @@ func (d *Drainer) round(ctx context.Context) error {
 		if err != nil {
 			return nil // ctx done
 		}
-		if n = min(got, d.cfg.Gate.Budget()-unadmitted); n < got { // unadmitted only fell since it was read
+		if n = min(got, d.fetchBound(d.cfg.Gate.Budget(), ahead)); n < got { // ahead only fell since it was read
 			d.share.release(d, got-n)
 		}
 		if n <= 0 {
@@ -1142,7 +1152,7 @@ func (d *Drainer) deferMsg(it item, delay time.Duration) {
 func (d *Drainer) dispatch(ctx context.Context, it item) {
 	d.handlers.Add(1)
 	d.calling.Add(1)
-	d.unadmitted.Add(1)
+	d.waiting.Add(1)
 	it.counted = true
 	if d.work == nil {
 		d.work = make(chan item, cap(d.slots))
@@ -1153,7 +1163,12 @@ func (d *Drainer) dispatch(ctx context.Context, it item) {
 		work, base := d.work, context.WithoutCancel(ctx)
 		go func() {
 			for it := range work {
-				turned := d.handleIn(base, it)
+				turned := true
+				if d.admitCall(ctx) {
+					turned = d.handleIn(base, it)
+				} else {
+					d.handBack(it)
+				}
 				<-d.slots
 				d.releaseShare(1)
 				if !turned {
@@ -1254,6 +1269,7 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 		if it.counted {
 			s.admit()
 			d.calling.Add(-1)
+			d.admitted.broadcast() // what waits for room goes back too
 		}
 		if it.key != "" {
 			// A key's head keeps its hold while it is turned away: its
@@ -1315,6 +1331,20 @@ func (d *Drainer) returned(it item, s *slot) {
 		d.calling.Add(-1)
 		d.Wake()
 	}
+}
+
+// fetchBound is how many messages a round may fetch for a gate's budget
+// while ahead of the drainer's messages are not counted by the gate yet
+// (waiting for room, or called and not yet [Admitted]). With per-key
+// ordering each batch is finished before the next, so a round fetches at
+// most the budget. In FIFO mode a message starts its call only when the
+// gate has room (admitCall), so a round fetches up to prefetchBudgets
+// budgets ahead (a budget larger than MaxInFlight counts as MaxInFlight).
+func (d *Drainer) fetchBound(budget, ahead int) int {
+	if d.cfg.Queue.Ordered() {
+		return budget
+	}
+	return prefetchBudgets*min(budget, cap(d.slots)) - ahead
 }
 
 // call runs the handler, turning a panic into an error.

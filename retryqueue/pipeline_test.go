@@ -201,3 +201,49 @@ func TestAdmittedCallsCountOnce(t *testing.T) {
 	natstest.Eventually(t, 30*time.Second, func() bool { return d.Stats().Drained == uint64(len(ids)) }, "all drained")
 	b.check(t, ids)
 }
+
+// A FIFO drain fetches ahead of its gate's budget (several budgets at
+// once), but a message fetched ahead starts its call only when the gate
+// has room: never more calls at once than the bulkhead. One that cannot
+// get room while a call hangs goes back to the backlog (nakked, no
+// attempt) after half of what AckWait leaves past HandlerTimeout, so
+// JetStream never redelivers a message still waiting here; once the call
+// returns, every message is delivered exactly once.
+func TestFetchedAheadWaitsForRoomThenGoesBack(t *testing.T) {
+	e := newEnv(t, natstest.URL(t), nil)
+	ids := seed(t, e, 12)
+	b := newBulkhead(1)
+	h := b.handler(true, func(n int) bool { return n == 1 }) // the first call hangs until the test releases it
+	var mu sync.Mutex
+	calls := map[string]int{}
+	count := func(m *message.Message) ([]*message.Message, error) {
+		mu.Lock()
+		calls[m.UUID]++
+		mu.Unlock()
+		return h(m)
+	}
+	d := startDrainer(t, e, retryqueue.DrainerConfig{
+		Handler: count, Gate: b.gate(), Rate: 1000, MaxInFlight: 16, PollInterval: 20 * time.Millisecond,
+		AckWait: 2 * time.Second, HandlerTimeout: time.Second, // a fetched message waits at most 500ms for room
+	})
+	t.Cleanup(b.unblock)
+	natstest.Eventually(t, 30*time.Second, func() bool { return b.calling() == 1 }, "first call hangs")
+	natstest.Eventually(t, 30*time.Second, func() bool { return d.Stats().Deferred >= 1 },
+		"a message fetched ahead went back while the call hung (stats %+v)", natstest.Now(func() any { return d.Stats() }))
+	if s := d.Stats(); s.Fetched < 2 {
+		t.Errorf("fetched %d, want more than the budget of 1 (fetched ahead)", s.Fetched)
+	}
+	if n := b.delivered(); n != 0 {
+		t.Errorf("%d delivered while the bulkhead's one slot was held, want 0", n)
+	}
+	b.unblock()
+	natstest.Eventually(t, 30*time.Second, func() bool { return d.Stats().Drained == uint64(len(ids)) }, "all drained")
+	b.check(t, ids)
+	mu.Lock()
+	defer mu.Unlock()
+	for id, n := range calls {
+		if n != 1 {
+			t.Errorf("%s called %d times, want 1", id, n)
+		}
+	}
+}

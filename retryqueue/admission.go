@@ -1,0 +1,129 @@
+package retryqueue
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// prefetchBudgets is how many gate budgets a FIFO round may have fetched
+// and not yet admitted: the next batch is on hand while the current one
+// runs, so the drain does not wait a fetch's round trip for every
+// budget's worth of calls. Each fetched message still starts its call only
+// when the gate has room for it (see admitCall).
+const prefetchBudgets = 4
+
+// signal wakes every goroutine waiting on it at once. The zero value is
+// ready to use; it is safe for concurrent use.
+type signal struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+// wait returns a channel closed by the next broadcast. Take it before
+// looking at what it signals, so a change after the look is not missed.
+func (s *signal) wait() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.ch == nil {
+		s.ch = make(chan struct{})
+	}
+	return s.ch
+}
+
+// broadcast wakes the goroutines waiting now.
+func (s *signal) broadcast() {
+	s.mu.Lock()
+	if s.ch != nil {
+		close(s.ch)
+		s.ch = nil
+	}
+	s.mu.Unlock()
+}
+
+// admitWait is how long a fetched message may wait for the gate to have
+// room for its call before it is handed back: half of what AckWait leaves
+// after HandlerTimeout, so the wait and the call together end before
+// AckWait, and JetStream never redelivers a message still held here.
+func (d *Drainer) admitWait() time.Duration {
+	return (d.cfg.AckWait - d.cfg.HandlerTimeout) / 2
+}
+
+// admitCall waits until the gate has room for one more call of the
+// drainer's (a FIFO message dispatched to the worker pool) and counts it
+// in d.unadmitted, or reports false when the message is to be handed back:
+// the breaker turned a drained message away since the last round, the
+// gate admits nothing while none of the drainer's calls is running (the
+// breaker open, or live traffic holding the partner's bulkhead), ctx
+// ended, or the wait reached admitWait.
+//
+// The drainer's calls the gate does not count yet (d.unadmitted) are read
+// before the budget, so a call admitted in between is counted twice (a
+// longer wait), never missed: the budget is never exceeded by the
+// drainer's own calls.
+func (d *Drainer) admitCall(ctx context.Context) bool {
+	deadline := time.Now().Add(d.admitWait())
+	timer := time.NewTimer(d.admitWait())
+	defer func() {
+		d.waiting.Add(-1)
+		timer.Stop()
+	}()
+	// One waiter at a time looks at the gate (the others queue for the
+	// turn, in order), so a returning call wakes one goroutine, not every
+	// message waiting.
+	select {
+	case d.admitTurn <- struct{}{}:
+		defer func() { <-d.admitTurn }()
+	case <-timer.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
+	for {
+		woken := d.admitted.wait()
+		if d.turned.Load() {
+			// The breaker turned a drained message away since the last
+			// round: what was fetched with it goes back too.
+			return false
+		}
+		u := d.unadmitted.Load()
+		budget := d.cfg.Gate.Budget()
+		if int64(budget)-int64(u) > 0 {
+			if d.unadmitted.CompareAndSwap(u, u+1) {
+				return true
+			}
+			continue
+		}
+		if budget <= 0 && d.calling.Load()-d.waiting.Load() <= 0 {
+			return false // no call of ours will return to free it
+		}
+		left := time.Until(deadline)
+		if left <= 0 || ctx.Err() != nil {
+			return false
+		}
+		// A returning call broadcasts; a live call's return or a budget
+		// the breaker raised is seen within a poll interval.
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(min(left, d.cfg.PollInterval))
+		select {
+		case <-woken:
+		case <-timer.C:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// handBack returns a dispatched message that admitCall did not admit to
+// the backlog (nakked with PollInterval's delay, no attempt counted), and
+// makes the round wait a poll interval, as for a message the breaker
+// turned away.
+func (d *Drainer) handBack(it item) {
+	d.turned.Store(true)
+	d.calling.Add(-1)
+	d.deferMsg(it, d.cfg.PollInterval)
+}
