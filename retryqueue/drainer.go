@@ -304,7 +304,11 @@ type DrainStatus struct {
 // fetches that many messages from its durable pull consumer without
 // waiting (a no-wait pull request): up to four budgets, less its messages
 // the gate does not count yet, so the next batch is on hand while the
-// current one runs. It runs the handler on the eligible ones concurrently,
+// current one runs. In FIFO mode, when a batch comes back full, it sends
+// the next request before it hands the batch to the workers, so the
+// server answers it meanwhile (one request at a time; a [PartnerDrainer]
+// partner's turn reads it before it ends, and sends none ahead while
+// another partner waits for a lane). It runs the handler on the eligible ones concurrently,
 // at most [DrainerConfig.MaxInFlight] fetched and unsettled at once, each
 // call starting only when the gate has room for it, so a bulkhead's or the
 // probe slots' budget is never exceeded by its own calls. A message that
