@@ -111,8 +111,9 @@ type DrainerConfig struct {
 	// earlier messages are still in the handler, so a slow partner call
 	// does not idle the drain; with per-key ordering each batch is
 	// finished before the next. The gate bounds the calls further
-	// (half-open: the free probe slots).
-	// Optional. Default 64. Valid range 1..10000.
+	// (half-open: the free probe slots), so with a fast partner most of
+	// these messages await their ack's confirmation, one round trip each.
+	// Optional. Default 256. Valid range 1..10000.
 	MaxInFlight int
 	// Burst is the token bucket's size: the largest batch fetched at once.
 	// Optional. Default ceil(rate/10), at least 1, following the rate as it
@@ -159,7 +160,7 @@ func (c *DrainerConfig) setDefaults() {
 		c.MinRate = min(1, c.Rate)
 	}
 	if c.MaxInFlight == 0 {
-		c.MaxInFlight = 64
+		c.MaxInFlight = 256
 	}
 	if c.AdjustInterval == 0 {
 		c.AdjustInterval = 500 * time.Millisecond
