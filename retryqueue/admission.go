@@ -62,12 +62,20 @@ func (d *Drainer) admitWait() time.Duration {
 // longer wait), never missed: the budget is never exceeded by the
 // drainer's own calls.
 func (d *Drainer) admitCall(ctx context.Context) bool {
-	deadline := time.Now().Add(d.admitWait())
-	timer := time.NewTimer(d.admitWait())
-	defer func() {
-		d.waiting.Add(-1)
-		timer.Stop()
-	}()
+	defer d.waiting.Add(-1)
+	select {
+	case d.admitTurn <- struct{}{}: // nobody waits: look once, no timer
+		admitted, done := d.look()
+		<-d.admitTurn
+		if admitted || done {
+			return admitted
+		}
+	default:
+	}
+	wait := d.admitWait()
+	deadline := time.Now().Add(wait)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	// One waiter at a time looks at the gate (the others queue for the
 	// turn, in order), so a returning call wakes one goroutine, not every
 	// message waiting.
@@ -81,21 +89,8 @@ func (d *Drainer) admitCall(ctx context.Context) bool {
 	}
 	for {
 		woken := d.admitted.wait()
-		if d.turned.Load() {
-			// The breaker turned a drained message away since the last
-			// round: what was fetched with it goes back too.
-			return false
-		}
-		u := d.unadmitted.Load()
-		budget := d.cfg.Gate.Budget()
-		if int64(budget)-int64(u) > 0 {
-			if d.unadmitted.CompareAndSwap(u, u+1) {
-				return true
-			}
-			continue
-		}
-		if budget <= 0 && d.calling.Load()-d.waiting.Load() <= 0 {
-			return false // no call of ours will return to free it
+		if admitted, done := d.look(); admitted || done {
+			return admitted
 		}
 		left := time.Until(deadline)
 		if left <= 0 || ctx.Err() != nil {
@@ -115,6 +110,29 @@ func (d *Drainer) admitCall(ctx context.Context) bool {
 		case <-timer.C:
 		case <-ctx.Done():
 		}
+	}
+}
+
+// look is one look of admitCall's at the gate: admitted (counted in
+// d.unadmitted), or done when the message is to go back (the breaker
+// turned a drained message away since the last round, or the gate admits
+// nothing while none of the drainer's calls runs), or neither (wait).
+func (d *Drainer) look() (admitted, done bool) {
+	for {
+		if d.turned.Load() {
+			return false, true // what was fetched with it goes back too
+		}
+		u := d.unadmitted.Load()
+		budget := d.cfg.Gate.Budget()
+		if int64(budget)-int64(u) > 0 {
+			if d.unadmitted.CompareAndSwap(u, u+1) {
+				return true, false
+			}
+			continue
+		}
+		// No call of ours will return to free it: the breaker is open, or
+		// live traffic holds the bulkhead.
+		return false, budget <= 0 && d.calling.Load()-d.waiting.Load() <= 0
 	}
 }
 

@@ -111,8 +111,9 @@ type DrainerConfig struct {
 	// earlier messages are still in the handler, so a slow partner call
 	// does not idle the drain; with per-key ordering each batch is
 	// finished before the next. The gate bounds the calls further
-	// (half-open: the free probe slots).
-	// Optional. Default 64. Valid range 1..10000.
+	// (half-open: the free probe slots), so with a fast partner most of
+	// these messages await their ack's confirmation, one round trip each.
+	// Optional. Default 256. Valid range 1..10000.
 	MaxInFlight int
 	// Burst is the token bucket's size: the largest batch fetched at once.
 	// Optional. Default ceil(rate/10), at least 1, following the rate as it
@@ -159,7 +160,7 @@ func (c *DrainerConfig) setDefaults() {
 		c.MinRate = min(1, c.Rate)
 	}
 	if c.MaxInFlight == 0 {
-		c.MaxInFlight = 64
+		c.MaxInFlight = 256
 	}
 	if c.AdjustInterval == 0 {
 		c.AdjustInterval = 500 * time.Millisecond
@@ -304,7 +305,11 @@ type DrainStatus struct {
 // fetches that many messages from its durable pull consumer without
 // waiting (a no-wait pull request): up to four budgets, less its messages
 // the gate does not count yet, so the next batch is on hand while the
-// current one runs. It runs the handler on the eligible ones concurrently,
+// current one runs. In FIFO mode, when a batch comes back full, it sends
+// the next request before it hands the batch to the workers, so the
+// server answers it meanwhile (one request at a time; a [PartnerDrainer]
+// partner's turn reads it before it ends, and sends none ahead while
+// another partner waits for a lane). It runs the handler on the eligible ones concurrently,
 // at most [DrainerConfig.MaxInFlight] fetched and unsettled at once, each
 // call starting only when the gate has room for it, so a bulkhead's or the
 // probe slots' budget is never exceeded by its own calls. A message that
@@ -376,13 +381,15 @@ type Drainer struct {
 	work      chan item      // the worker pool's queue (see dispatch; Run's goroutine only)
 	workers   int            // the worker pool's workers (Run's goroutine only)
 	// puller pulls from the consumer through one inbox for the whole Run
-	// (Run's goroutine only; closed when Run returns), msgs is its batch.
-	puller   *pull.Puller
-	msgs     []jetstream.Msg
-	running  atomic.Bool
-	paused   atomic.Bool
-	turned   atomic.Bool // the breaker turned a drained message away
-	pausedAt time.Time   // when the gate last closed (guarded by mu)
+	// (Run's goroutine only; closed when Run returns), msgs is its batch;
+	// finishing: finishAhead is receiving what was sent ahead.
+	puller    *pull.Puller
+	msgs      []jetstream.Msg
+	finishing bool
+	running   atomic.Bool
+	paused    atomic.Bool
+	turned    atomic.Bool // the breaker turned a drained message away
+	pausedAt  time.Time   // when the gate last closed (guarded by mu)
 
 	// inflight holds the UUIDs being drained, so Observe skips them.
 	inflight sync.Map
@@ -922,6 +929,9 @@ type item struct {
 // round does one gate-budget-fetch-handle round. It sleeps itself when there
 // is nothing to do and returns only fetch errors.
 func (d *Drainer) round(ctx context.Context) error {
+	if d.puller != nil && d.puller.Asked() > 0 {
+		return d.receive(ctx) // a request sent ahead (FIFO): its answer first
+	}
 	// The drainer's calls not counted by the gate yet are read before the
 	// budget: a call admitted in between is then counted twice (a smaller
 	// fetch), never missed.
@@ -1004,6 +1014,13 @@ func (d *Drainer) round(ctx context.Context) error {
 		}
 		d.puller = p
 	}
+	if !d.cfg.Queue.Ordered() {
+		if err := d.puller.Send(n, 0); err != nil {
+			d.releaseShare(n)
+			return err
+		}
+		return d.receive(ctx)
+	}
 	sent := time.Now()
 	msgs := d.msgs[:0]
 	_, ferr := d.puller.Fetch(ctx, n, 0, func(m jetstream.Msg) { msgs = append(msgs, m) })
@@ -1022,7 +1039,92 @@ func (d *Drainer) round(ctx context.Context) error {
 		// taken as lost, silently, after a second without its answer).
 		d.order.caughtUp(sent)
 	}
+	return d.take(ctx, msgs, gen)
+}
+
+// receive reads the answer of the oldest pull request sent and not yet
+// received (FIFO mode), sends the next request before it hands the batch
+// to the workers when the batch came back full (see sendAhead), and hands
+// it over.
+func (d *Drainer) receive(ctx context.Context) error {
+	gen := d.cfg.Queue.keysGeneration()
+	before := d.puller.Asked()
+	msgs := d.msgs[:0]
+	_, ferr := d.puller.Receive(ctx, func(m jetstream.Msg) { msgs = append(msgs, m) })
+	d.msgs = msgs
+	asked := before - d.puller.Asked() // the request received, or all dropped
+	// Slots for messages the requests did not bring back go back at once;
+	// each fetched one's goes back once it is settled.
+	d.releaseShare(asked - len(msgs))
+	if ferr != nil && len(msgs) == 0 {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return ferr
+	}
+	if ferr == nil && len(msgs) == asked && !d.finishing {
+		d.sendAhead(len(msgs))
+	}
+	return d.take(ctx, msgs, gen)
+}
+
+// sendAhead sends the next pull request while the batch just received
+// (received messages, not yet handed to the workers) is handled, so the
+// server has it at hand when that batch is done: a fetch's round trip no
+// longer idles the drain. It sends nothing while another partner waits
+// for a lane (the turn may end), after the breaker turned a message away,
+// while the gate admits nothing, or for less than half a budget; it counts
+// what was received and asked for ahead against the same bounds as a
+// round (fetchBound, the free in-flight slots, the rate's tokens, the
+// shared bound, without waiting for it).
+func (d *Drainer) sendAhead(received int) {
+	if d.lanes != nil && d.lanes.waiting() || d.turned.Load() {
+		return
+	}
+	asked := received + d.puller.Asked()
+	ahead := int(d.waiting.Load()+d.unadmitted.Load()) + asked
+	budget := d.cfg.Gate.Budget()
+	if budget <= 0 {
+		return
+	}
+	tokens := d.lim.Tokens() - float64(asked)
+	free := cap(d.slots) - len(d.slots) - asked
+	n := min(d.fetchBound(budget, ahead), d.lim.Burst(), int(tokens), free)
+	if n < max(1, min(budget, cap(d.slots))/2) {
+		return
+	}
+	if d.share != nil {
+		if n = d.share.tryAcquire(d, n); n <= 0 {
+			return
+		}
+	}
+	if d.puller.Send(n, 0) != nil {
+		d.releaseShare(n) // the next round's request meets the error
+	}
+}
+
+// finishAhead receives the requests sent ahead and hands their messages
+// to the workers, sending no more: a turn ends with nothing in flight on
+// the server.
+func (d *Drainer) finishAhead(ctx context.Context) {
+	d.finishing = true
+	defer func() { d.finishing = false }()
+	for d.puller != nil && d.puller.Asked() > 0 && ctx.Err() == nil {
+		if d.receive(ctx) != nil {
+			return
+		}
+	}
+}
+
+// take hands the messages of one fetch to the handlers: a FIFO batch to
+// the worker pool, a per-key ordered one by key, waiting for it. With no
+// message it rests, or ends the drain when its partner's backlog is
+// empty.
+func (d *Drainer) take(ctx context.Context, msgs []jetstream.Msg, gen uint64) error {
 	if len(msgs) == 0 {
+		if d.finishing || d.puller != nil && d.puller.Asked() > 0 {
+			return nil // the next request's answer is due now
+		}
 		d.clearKeysIfEmpty(ctx, gen)
 		if d.idle != nil && d.handlersIdle() && d.idle(ctx) {
 			return errDrainIdle

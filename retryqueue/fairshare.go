@@ -75,6 +75,19 @@ func (s *fairShare) acquire(ctx context.Context, d *Drainer, want int) (int, err
 	return g, nil
 }
 
+// tryAcquire returns up to want slots for d without waiting: what is free
+// while nobody waits, else none.
+func (s *fairShare) tryAcquire(d *Drainer, want int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.queue) > 0 || s.used >= s.size || want <= 0 {
+		return 0
+	}
+	g := min(want, s.size-s.used)
+	s.grantLocked(d, g)
+	return g
+}
+
 // release gives back n of d's slots.
 func (s *fairShare) release(d *Drainer, n int) {
 	if n <= 0 {

@@ -47,9 +47,10 @@ type PartnerDrainerConfig struct {
 	// name the retry stream.
 	// Optional. Default the [DrainerConfig] defaults.
 	Drainer DrainerConfig
-	// MaxInFlight bounds the drained messages in handlers across all
-	// partners at once, shared max-min fairly (see [PartnerDrainer]).
-	// Optional. Default 256. Valid range 1..100000.
+	// MaxInFlight bounds the drained messages fetched and not yet settled
+	// across all partners at once (see [DrainerConfig.MaxInFlight]),
+	// shared max-min fairly (see [PartnerDrainer]).
+	// Optional. Default 1024. Valid range 1..100000.
 	MaxInFlight int
 	// MaxDraining bounds the partners that hold a consumer and fetch at
 	// once (see [PartnerDrainer]): the others with a backlog wait for
@@ -80,7 +81,7 @@ type PartnerDrainerConfig struct {
 
 func (c *PartnerDrainerConfig) setDefaults() {
 	if c.MaxInFlight == 0 {
-		c.MaxInFlight = 256
+		c.MaxInFlight = 1024
 	}
 	if c.DiscoverInterval == 0 {
 		c.DiscoverInterval = 10 * time.Second

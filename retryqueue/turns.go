@@ -212,6 +212,7 @@ func (d *Drainer) runTurns(ctx context.Context) error {
 // or the consumer's refusal.
 func (d *Drainer) turn(ctx context.Context, cons *jetstream.Consumer) (wait time.Duration, shared bool, err error) {
 	defer d.lanes.release()
+	defer d.finishAhead(ctx)
 	if *cons == nil {
 		c, err := d.openConsumer(ctx)
 		if errors.Is(err, ErrRouteConflict) || errors.Is(err, jsq.ErrConfigMismatch) {

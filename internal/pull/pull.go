@@ -1,6 +1,7 @@
 // Package pull sends pull requests to a JetStream pull consumer on one
 // inbox subscription that lives as long as the [Puller], one request at a
-// time.
+// time: sent and read at once ([Puller.Fetch]), or sent ahead and read
+// later ([Puller.Send], [Puller.Receive]).
 //
 // jetstream's Fetch subscribes a new inbox for every request and, when its
 // context ends, closes its channel before it unsubscribes: a subscriber
@@ -13,6 +14,7 @@ package pull
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -26,7 +28,7 @@ import (
 // restarted server) and starts over on a new inbox.
 const grace = time.Second
 
-// Puller pulls from one consumer. Fetch and Close must not be called
+// Puller pulls from one consumer. Its methods must not be called
 // concurrently.
 type Puller struct {
 	nc      *nats.Conn
@@ -38,7 +40,19 @@ type Puller struct {
 	// stale: a request may still be open on the server (its Fetch ended
 	// early), so the next Fetch starts on a new inbox.
 	stale bool
+	// sent is the request sent and not yet received, if any (see Send).
+	sent *sent
 }
+
+// sent is a request awaiting its answers.
+type sent struct {
+	n       int
+	expires time.Duration
+	at      time.Time
+}
+
+// ErrPending is Send's error while a request sent earlier awaits Receive.
+var ErrPending = errors.New("pull: a request awaits its answer")
 
 // New returns a Puller for the consumer stream/consumer through js's
 // connection and API prefix (a domain included). maxBatch (at least 1)
@@ -97,31 +111,81 @@ type request struct {
 // server, so the next Fetch uses a new inbox), or the server's answer did
 // not come within a second of expiry (the request is taken as lost, not an
 // error). Other errors: publishing the request, or the server's refusal
-// (the consumer deleted, a batch over MaxRequestBatch, ...).
+// (the consumer deleted, a batch over MaxRequestBatch, ...), and
+// [ErrPending] while a request sent earlier awaits [Puller.Receive].
 func (p *Puller) Fetch(ctx context.Context, n int, expires time.Duration, fn func(jetstream.Msg)) (int, error) {
-	if p.sub == nil {
-		return 0, nats.ErrBadSubscription
-	}
 	if n <= 0 {
 		return 0, nil
 	}
-	n = min(n, p.max)
+	if err := p.Send(n, expires); err != nil {
+		return 0, err
+	}
+	return p.Receive(ctx, fn)
+}
+
+// Send sends a pull request for at most n messages (at most New's
+// maxBatch), waiting at most expires for them (0: no wait), without waiting
+// for its answer: read it with [Puller.Receive]. It sends nothing when n is
+// 0 or less. It returns [ErrPending] while a request sent earlier awaits
+// Receive (one at a time: JetStream can answer a later no-wait request's
+// "no messages" before an earlier request's messages, so answers cannot be
+// told apart on one inbox), and an error if the request could not be
+// published.
+func (p *Puller) Send(n int, expires time.Duration) error {
+	if p.sub == nil {
+		return nats.ErrBadSubscription
+	}
+	if p.sent != nil {
+		return ErrPending
+	}
+	if n = min(n, p.max); n <= 0 {
+		return nil
+	}
 	if p.stale {
 		if err := p.renew(); err != nil {
-			return 0, err
+			return err
 		}
 	}
 	body, err := json.Marshal(request{Batch: n, Expires: expires, NoWait: expires <= 0})
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if err := p.nc.PublishRequest(p.subject, p.sub.Subject, body); err != nil {
-		return 0, err
+		return err
 	}
-	wctx, cancel := context.WithTimeout(ctx, max(expires, 0)+grace)
+	p.sent = &sent{n: n, expires: max(expires, 0), at: time.Now()}
+	return nil
+}
+
+// Asked returns how many messages the request sent and not yet received
+// asked for (0 when none awaits Receive).
+func (p *Puller) Asked() int {
+	if p.sent == nil {
+		return 0
+	}
+	return p.sent.n
+}
+
+// Receive reads the answer of the request sent and not yet received and
+// calls fn with each of its messages in the consumer's order. It returns
+// as Fetch does: how many, once the request is complete, or when ctx is
+// done (the request may still be open on the server, so the next Send
+// uses a new inbox, and what reached the old one unread goes to New's
+// unread), or the answer is lost (a second past the request's expiry). It
+// returns 0 and nil when no request awaits its answer.
+func (p *Puller) Receive(ctx context.Context, fn func(jetstream.Msg)) (int, error) {
+	if p.sent == nil {
+		return 0, nil
+	}
+	r := *p.sent
+	p.sent = nil
+	if p.sub == nil {
+		return 0, nats.ErrBadSubscription
+	}
+	wctx, cancel := context.WithDeadline(ctx, r.at.Add(r.expires+grace))
 	defer cancel()
 	got := 0
-	for got < n {
+	for got < r.n {
 		if ctx.Err() != nil { // before a message that may be ready too
 			p.stale = true
 			return got, ctx.Err()
@@ -146,7 +210,7 @@ func (p *Puller) Fetch(ctx context.Context, n int, expires time.Duration, fn fun
 			return got, err
 		}
 		if done {
-			return got, nil
+			break
 		}
 		if !user {
 			continue // a heartbeat or flow control
@@ -202,6 +266,7 @@ func status(m *nats.Msg) (user, done bool, err error) {
 func (p *Puller) renew() error {
 	p.unsubscribe()
 	p.stale = false
+	p.sent = nil
 	return p.subscribe()
 }
 
@@ -263,6 +328,7 @@ func (p *Puller) Close() int {
 	if p.sub == nil {
 		return 0
 	}
+	p.sent = nil
 	return p.unsubscribe()
 }
 

@@ -292,3 +292,74 @@ func TestRefusal(t *testing.T) {
 		t.Fatalf("Fetch from a deleted consumer: %v, want no responders or consumer deleted", err)
 	}
 }
+
+// A request sent ahead (Send) is read later (Receive): at most one at a
+// time, since JetStream can answer a later no-wait request's "no
+// messages" before an earlier one's messages.
+func TestSendThenReceive(t *testing.T) {
+	e := setup(t, jetstream.ConsumerConfig{})
+	e.publish(t, 10)
+	p := e.puller(t) // maxBatch 16
+	if n, err := p.Receive(t.Context(), func(jetstream.Msg) { t.Fatal("a message without a request") }); n != 0 || err != nil {
+		t.Fatalf("Receive with no request = %d, %v, want 0, nil", n, err)
+	}
+	if err := p.Send(3, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Send(4, 0); !errors.Is(err, pull.ErrPending) {
+		t.Fatalf("a second Send before Receive: %v, want ErrPending", err)
+	}
+	if p.Asked() != 3 {
+		t.Fatalf("asked %d, want 3", p.Asked())
+	}
+	var data []string
+	recv := func(m jetstream.Msg) {
+		data = append(data, string(m.Data()))
+		if err := m.DoubleAck(t.Context()); err != nil {
+			t.Error(err)
+		}
+	}
+	if n, err := p.Receive(t.Context(), recv); n != 3 || err != nil {
+		t.Fatalf("Receive = %d, %v, want 3, nil", n, err)
+	}
+	if err := p.Send(40, 0); err != nil || p.Asked() != 16 {
+		t.Fatalf("Send(40) = %v asking %d, want nil asking the maximum of 16", err, p.Asked())
+	}
+	if n, err := p.Receive(t.Context(), recv); n != 7 || err != nil {
+		t.Fatalf("Receive = %d, %v, want the 7 left, nil", n, err)
+	}
+	if got := strings.Join(data, " "); got != "0 1 2 3 4 5 6 7 8 9" {
+		t.Fatalf("received %q, want every message once, in order", got)
+	}
+	if p.Asked() != 0 {
+		t.Fatalf("asked %d after Receive, want 0", p.Asked())
+	}
+}
+
+// A Receive cut short by its context leaves no request awaiting; the next
+// Send starts on a new inbox and what reached the old one is nakked, so
+// every message is received again, none held for AckWait.
+func TestReceiveCanceled(t *testing.T) {
+	e := setup(t, jetstream.ConsumerConfig{})
+	e.publish(t, 6)
+	p := e.puller(t)
+	if err := p.Send(3, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := p.Receive(ctx, func(jetstream.Msg) {}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Receive on a canceled context: %v, want context.Canceled", err)
+	}
+	if p.Asked() != 0 {
+		t.Fatalf("asked %d after the cut, want 0", p.Asked())
+	}
+	seen := map[string]bool{}
+	natstest.Eventually(t, 20*time.Second, func() bool {
+		_, err := p.Fetch(t.Context(), 6, 0, func(m jetstream.Msg) {
+			seen[string(m.Data())] = true
+			_ = m.DoubleAck(t.Context())
+		})
+		return err == nil && len(seen) == 6
+	}, "every message received again (now %d)", natstest.Now(func() any { return len(seen) }))
+}
