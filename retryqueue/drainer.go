@@ -906,9 +906,12 @@ func FromDrain(ctx context.Context) bool {
 
 // closePuller ends the pull subscription, if any; it naks what reached
 // it unread (nothing, as every request is a no-wait one that round reads
-// to its end, unless ctx ended one).
+// to its end, unless ctx ended one or the drain ended with a request sent
+// ahead unread), and gives back the shared in-flight slots such a request
+// held.
 func (d *Drainer) closePuller() {
 	if d.puller != nil {
+		d.releaseShare(d.puller.Asked())
 		d.puller.Close()
 		d.puller = nil
 	}

@@ -247,3 +247,59 @@ func TestFetchedAheadWaitsForRoomThenGoesBack(t *testing.T) {
 		}
 	}
 }
+
+// A partner's drain that ends (its context done) while a pull request it
+// sent ahead awaits its answer gives back the shared in-flight slots that
+// request held: the bound is whole again for the next Run. The gate lets
+// the first fetch bring a full batch of 4 (a budget of 1, fetched 4
+// budgets ahead), then opens (a request of its own is sent ahead) and
+// ends the drain's context at that look.
+func TestPartnerDrainEndReleasesSharedSlotsSentAhead(t *testing.T) {
+	e := newEnv(t, natstest.URL(t), nil)
+	divertTo(t, e.q, "P", 40)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var looks atomic.Int32
+	gate := retryqueue.GateFunc(func() int {
+		// Looks 1-2: before the turn; 3-4: the round's fetch; 5: the
+		// look before the request sent ahead (no call looks before).
+		if looks.Add(1) <= 4 {
+			return 1
+		}
+		cancel()
+		return 40
+	})
+	var calls atomic.Int32
+	pd, err := retryqueue.NewPartnerDrainer(retryqueue.PartnerDrainerConfig{
+		JetStream: e.js, Queue: e.q,
+		Drainer: retryqueue.DrainerConfig{Rate: 1000, Burst: 100, PollInterval: 20 * time.Millisecond, AckWait: 10 * time.Second},
+		Handler: func(*message.Message) ([]*message.Message, error) { calls.Add(1); return nil, nil },
+		Gate:    func(string) retryqueue.Gate { return gate },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- pd.Run(ctx) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	if looks.Load() < 5 {
+		t.Fatalf("the gate was looked at %d times, want the look before a request sent ahead (5)", looks.Load())
+	}
+	cons, err := e.js.Consumer(testCtx(t), e.q.RetryTopic(), retryqueue.ConsumerName(e.q.Service(), "P"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cons.CachedInfo().Delivered.Consumer; got <= 4 {
+		t.Fatalf("%d delivered on the consumer, want more than the first batch of 4 (a request sent ahead answered)", got)
+	}
+	if n := pd.InFlight(); n != 0 {
+		t.Errorf("%d shared in-flight slots held after Run returned (%d calls), want 0", n, calls.Load())
+	}
+}

@@ -194,6 +194,17 @@ func (p *Puller) Receive(ctx context.Context, fn func(jetstream.Msg)) (int, erro
 		select {
 		case m = <-p.ch:
 		case <-wctx.Done():
+			if ctx.Err() == nil {
+				// An answer already here is read, not taken as lost: the
+				// deadline runs from Send, and the caller may have been
+				// slow to come back for it.
+				select {
+				case m = <-p.ch:
+				default:
+				}
+			}
+		}
+		if m == nil {
 			p.stale = true
 			if ctx.Err() != nil {
 				return got, ctx.Err()
