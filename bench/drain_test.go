@@ -94,7 +94,9 @@ var drainLatency = flag.Duration("drain.latency", 0, "BenchmarkDrain: each flood
 // cpu-ns/msg (getrusage, server included), t80-ms (the time from start to
 // the end of the first 100 ms window whose delivery rate reached 80 % of
 // the steady rate: the median 100 ms window rate over the second half of
-// the drain) and the ratio floodgate/plain of msg/s. One op is one
+// the drain), steady-msg/s (that median window's rate: the steady state,
+// without the start and the tail) and the ratios floodgate/plain of msg/s
+// and of the steady rate. One op is one
 // message through both variants. Run it with -benchtime=200000x (see
 // BENCHMARKS.md).
 func BenchmarkDrain(b *testing.B) {
@@ -130,8 +132,12 @@ func BenchmarkDrain(b *testing.B) {
 				b.ReportMetric(pmed, v.name+"-p-med-msg/s")
 				b.ReportMetric(float64(r.cpu.Nanoseconds())/total, v.name+"-cpu-ns/msg")
 				b.ReportMetric(r.t80().Seconds()*1000, v.name+"-t80-ms")
+				b.ReportMetric(r.steady(), v.name+"-steady-msg/s")
 			}
 			b.ReportMetric(runs["plain"].elapsed.Seconds()/runs["floodgate"].elapsed.Seconds(), "floodgate/plain-rate")
+			if p := runs["plain"].steady(); p > 0 {
+				b.ReportMetric(runs["floodgate"].steady()/p, "floodgate/plain-steady")
+			}
 		})
 	}
 }
@@ -150,36 +156,57 @@ func (r *drainRun) partnerRates(each int) (minRate, median float64) {
 	return rates[0], rates[len(rates)/2]
 }
 
-// t80 returns the end of the first 100 ms window whose delivery rate reached
-// 80 % of the steady rate (the median window rate over the drain's second
-// half); 0 when the drain took less than two windows.
-func (r *drainRun) t80() time.Duration {
-	const win = 100 * time.Millisecond
+// rateWindow is the window t80 and steady count deliveries in.
+const rateWindow = 100 * time.Millisecond
+
+// windows returns the deliveries per rateWindow from the start, and the
+// median of them over the drain's second half (the last, partial window
+// left out): the steady rate per window. It returns nil, 0 when the drain
+// took less than two windows.
+func (r *drainRun) windows() (counts []int, median int) {
 	var all []time.Duration
 	for _, ts := range r.times {
 		all = append(all, ts...)
 	}
 	if len(all) == 0 {
-		return 0
+		return nil, 0
 	}
-	n := int(slices.Max(all)/win) + 1
+	n := int(slices.Max(all)/rateWindow) + 1
 	if n < 2 {
-		return 0
+		return nil, 0
 	}
-	counts := make([]int, n)
+	counts = make([]int, n)
 	for _, t := range all {
-		counts[int(t/win)]++
+		counts[int(t/rateWindow)]++
 	}
-	// The last window is partial: leave it out of the steady rate.
 	steady := slices.Clone(counts[n/2 : max(n/2+1, n-1)])
 	slices.Sort(steady)
-	target := 0.8 * float64(steady[len(steady)/2])
+	return counts, steady[len(steady)/2]
+}
+
+// steady returns the steady drain rate in messages per second: the median
+// 100 ms window over the drain's second half (see windows); 0 for a drain
+// shorter than two windows.
+func (r *drainRun) steady() float64 {
+	_, median := r.windows()
+	return float64(median) / rateWindow.Seconds()
+}
+
+// t80 returns the end of the first 100 ms window whose delivery rate reached
+// 80 % of the steady rate (the median window rate over the drain's second
+// half); 0 when the drain took less than two windows.
+func (r *drainRun) t80() time.Duration {
+	counts, median := r.windows()
+	if counts == nil {
+		return 0
+	}
+	target := 0.8 * float64(median)
 	for i, c := range counts {
 		if float64(c) >= target {
-			return time.Duration(i+1) * win
+			return time.Duration(i+1) * rateWindow
 		}
 	}
-	return time.Duration(n) * win
+	return time.Duration(len(counts)) * rateWindow
 }
 
 // drainFill diverts each message of each partner into q (16 publishers).
