@@ -309,10 +309,11 @@ type DrainStatus struct {
 // the next request before it hands the batch to the workers, so the
 // server answers it meanwhile (one request at a time; a [PartnerDrainer]
 // partner's turn reads it before it ends, and sends none ahead while
-// another partner waits for a lane). It runs the handler on the eligible ones concurrently,
-// at most [DrainerConfig.MaxInFlight] fetched and unsettled at once, each
-// call starting only when the gate has room for it, so a bulkhead's or the
-// probe slots' budget is never exceeded by its own calls. A message that
+// another partner waits for a lane). It runs the handler on the eligible
+// ones concurrently, at most [DrainerConfig.MaxInFlight] fetched and
+// unsettled at once, each call starting only when the gate has room for
+// it, so a bulkhead's or the probe slots' budget is never exceeded by its
+// own calls. A message that
 // gets no room within half of what AckWait leaves past HandlerTimeout, or
 // while the gate admits nothing and none of its calls runs (the breaker
 // opened), or after the breaker turned another away, goes back to the
@@ -1045,18 +1046,18 @@ func (d *Drainer) round(ctx context.Context) error {
 	return d.take(ctx, msgs, gen)
 }
 
-// receive reads the answer of the oldest pull request sent and not yet
-// received (FIFO mode), sends the next request before it hands the batch
-// to the workers when the batch came back full (see sendAhead), and hands
-// it over.
+// receive reads the answer of the pull request sent and not yet received
+// (FIFO mode), sends the next request before it hands the batch to the
+// workers when the batch came back full (see sendAhead), and hands it
+// over.
 func (d *Drainer) receive(ctx context.Context) error {
 	gen := d.cfg.Queue.keysGeneration()
 	before := d.puller.Asked()
 	msgs := d.msgs[:0]
 	_, ferr := d.puller.Receive(ctx, func(m jetstream.Msg) { msgs = append(msgs, m) })
 	d.msgs = msgs
-	asked := before - d.puller.Asked() // the request received, or all dropped
-	// Slots for messages the requests did not bring back go back at once;
+	asked := before - d.puller.Asked() // the request received
+	// Slots for messages the request did not bring back go back at once;
 	// each fetched one's goes back once it is settled.
 	d.releaseShare(asked - len(msgs))
 	if ferr != nil && len(msgs) == 0 {
@@ -1106,9 +1107,9 @@ func (d *Drainer) sendAhead(received int) {
 	}
 }
 
-// finishAhead receives the requests sent ahead and hands their messages
-// to the workers, sending no more: a turn ends with nothing in flight on
-// the server.
+// finishAhead receives the request sent ahead, if any, and hands its
+// messages to the workers, sending no more: a turn ends with nothing in
+// flight on the server.
 func (d *Drainer) finishAhead(ctx context.Context) {
 	d.finishing = true
 	defer func() { d.finishing = false }()
