@@ -147,10 +147,12 @@ func TestDrainWaitsAfterRejection(t *testing.T) {
 	const n = 20
 	h := holdSlot(t, n)
 	d := h.startDrain(t, time.Hour, ok)
-	natstest.Eventually(t, 10*time.Second, func() bool { return d.Stats().Deferred >= 1 }, "first message turned away")
+	natstest.Eventually(t, 10*time.Second, func() bool {
+		s := d.Stats()
+		return s.Deferred >= 1 && s.Deferred == s.Fetched
+	}, "the first batch turned away (stats %+v)", natstest.Now(func() any { return d.Stats() }))
 	// A drainer that did not wait would fetch the next batch within
 	// 1/Rate (5 ms); one that waits never does in this test.
-	time.Sleep(300 * time.Millisecond)
 	first := d.Stats()
 	time.Sleep(300 * time.Millisecond)
 	s := d.Stats()
