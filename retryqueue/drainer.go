@@ -406,6 +406,11 @@ type Drainer struct {
 	// rt is the route drained (not AllPartners): the Queue's own, or a
 	// [PartnerDrainer]'s partner.
 	rt route
+	// filter is rt's subject and filterRoute what routeFromSubject reads
+	// from it (not AllPartners; set with rt by setRoute): owns need not
+	// parse the subject of every message.
+	filter      string
+	filterRoute route
 	// Set by a [PartnerDrainer] only: the shared in-flight bound, and the
 	// check made when a fetch found nothing, which ends Run when it
 	// reports true.
@@ -489,7 +494,6 @@ func NewDrainer(cfg DrainerConfig) (*Drainer, error) {
 	}
 	d := &Drainer{
 		cfg:       cfg,
-		rt:        cfg.Queue.routeOf(cfg.Queue.cfg.Partner),
 		burstAuto: cfg.Burst == 0,
 		wake:      make(chan struct{}, 1),
 		slots:     make(chan struct{}, cfg.MaxInFlight),
@@ -504,6 +508,7 @@ func NewDrainer(cfg DrainerConfig) (*Drainer, error) {
 	if d.ctl.autoInc {
 		d.ctl.inc = max(1, autoIncShare*cfg.Rate)
 	}
+	d.setRoute(cfg.Queue.routeOf(cfg.Queue.cfg.Partner))
 	d.lim = rate.NewLimiter(rate.Limit(cfg.Rate), d.burstFor(cfg.Rate))
 	return d, nil
 }
@@ -572,8 +577,20 @@ func (d *Drainer) FilterSubject() string {
 	return d.rt.subject(d.cfg.Stream)
 }
 
+// setRoute sets the route drained, before Run.
+func (d *Drainer) setRoute(r route) {
+	d.rt = r
+	if !d.cfg.AllPartners {
+		d.filter = d.FilterSubject()
+		d.filterRoute, _ = routeFromSubject(d.cfg.Stream, d.filter)
+	}
+}
+
 // owns returns the route of subject if the drainer drains it.
 func (d *Drainer) owns(subject string) (route, bool) {
+	if subject == d.filter && d.filter != "" {
+		return d.filterRoute, true
+	}
 	r, ok := routeFromSubject(d.cfg.Stream, subject)
 	if !ok || r.service != d.cfg.Queue.service {
 		return route{}, false
@@ -1468,9 +1485,7 @@ func (d *Drainer) call(wm *message.Message) (err error) {
 // reports whether the ack was confirmed.
 func (d *Drainer) settle(ctx context.Context, jm jetstream.Msg, wm *message.Message, err error) bool {
 	if err == nil {
-		actx, cancel := context.WithTimeout(ctx, d.cfg.Queue.cfg.PublishTimeout)
-		defer cancel()
-		if err := jm.DoubleAck(actx); err != nil {
+		if err := pull.DoubleAck(ctx, jm, d.cfg.Queue.cfg.PublishTimeout); err != nil {
 			d.ackErrors.Add(1)
 			d.logAckError("ack", err, wm)
 			return false
