@@ -303,7 +303,9 @@ type DrainStatus struct {
 // [Drainer.Wake], while it is 0: the drain pauses at once when the breaker
 // leaves closed), takes tokens from a token bucket at the drain rate, and
 // fetches that many messages from its durable pull consumer without
-// waiting (a no-wait pull request): up to four budgets, less its messages
+// waiting (a no-wait pull request): up to four budgets at first, then up
+// to sixteen as the calls' latency shows the gate starts them within half
+// of the time a message may wait for room (see below), less its messages
 // the gate does not count yet, so the next batch is on hand while the
 // current one runs. In FIFO mode, when a batch comes back full, it sends
 // the next request before it hands the batch to the workers, so the
@@ -443,6 +445,9 @@ type Drainer struct {
 	// waiting message that looks at the gate.
 	admitted  signal
 	admitTurn chan struct{}
+	// pace is the recent latency of the drainer's calls, in nanoseconds
+	// (0 until one returned): see fetchBound.
+	pace atomic.Int64
 
 	fetched, drained, redelivered, deferred, dead, ackErrors, gateClosed, failures, backoffs atomic.Uint64
 }
@@ -1405,6 +1410,7 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 		return true
 	}
 	d.returned(it, s)
+	d.notePace(latency)
 	if err == nil {
 		switch {
 		case what == outcomeNone:
@@ -1461,13 +1467,36 @@ func (d *Drainer) returned(it item, s *slot) {
 // (waiting for room, or called and not yet [Admitted]). With per-key
 // ordering each batch is finished before the next, so a round fetches at
 // most the budget. In FIFO mode a message starts its call only when the
-// gate has room (admitCall), so a round fetches up to prefetchBudgets
-// budgets ahead (a budget larger than MaxInFlight counts as MaxInFlight).
+// gate has room (admitCall), so a round fetches budgets ahead (a budget
+// larger than MaxInFlight counts as MaxInFlight): firstBudgets until a
+// call returned; then as many as the gate starts, a budget per call
+// latency (pace), within half of admitWait, between one budget and
+// prefetchBudgets. A fast partner's drain so fetches large batches,
+// while a slow partner's messages do not wait fetched until admitWait
+// hands them back.
 func (d *Drainer) fetchBound(budget, ahead int) int {
 	if d.cfg.Queue.Ordered() {
 		return budget
 	}
-	return prefetchBudgets*min(budget, cap(d.slots)) - ahead
+	b := min(budget, cap(d.slots))
+	n := firstBudgets * b
+	if pace := d.pace.Load(); pace > 0 {
+		paced := int64(b) * (int64(d.admitWait()/2) / pace)
+		n = int(max(int64(b), min(int64(prefetchBudgets*b), paced)))
+	}
+	return n - ahead
+}
+
+// notePace folds a call's latency into d.pace, a moving average weighing
+// the latest call 1/8. Concurrent calls may lose an update: it is an
+// estimate.
+func (d *Drainer) notePace(latency time.Duration) {
+	old := d.pace.Load()
+	if old == 0 {
+		d.pace.Store(max(1, int64(latency)))
+		return
+	}
+	d.pace.Store(max(1, old+(int64(latency)-old)/8))
 }
 
 // call runs the handler, turning a panic into an error.
