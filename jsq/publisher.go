@@ -202,10 +202,17 @@ func ValidHeaderKey(k string) bool {
 		return false
 	}
 	for i := 0; i < len(k); i++ {
-		c := k[i]
-		if c < 33 || c > 126 || strings.IndexByte(`"()/,:;<=>?@[\]{}`, c) >= 0 {
+		if !headerKeyByte[k[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// headerKeyByte marks the bytes [ValidHeaderKey] allows.
+var headerKeyByte = func() (t [256]bool) {
+	for c := 33; c <= 126; c++ {
+		t[c] = !strings.ContainsRune(`"()/,:;<=>?@[\]{}`, rune(c))
+	}
+	return t
+}()

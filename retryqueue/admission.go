@@ -7,11 +7,16 @@ import (
 )
 
 // prefetchBudgets is how many gate budgets a FIFO round may have fetched
-// and not yet admitted: the next batch is on hand while the current one
-// runs, so the drain does not wait a fetch's round trip for every
-// budget's worth of calls. Each fetched message still starts its call only
-// when the gate has room for it (see admitCall).
-const prefetchBudgets = 4
+// and not yet admitted, at most: the next batch is on hand while the
+// current one runs, so the drain does not wait a fetch's round trip for
+// every budget's worth of calls. Each fetched message still starts its
+// call only when the gate has room for it (see admitCall). firstBudgets
+// is the bound until a call returned, when the calls' latency is unknown;
+// then fetchBound paces it.
+const (
+	prefetchBudgets = 16
+	firstBudgets    = 4
+)
 
 // signal wakes every goroutine waiting on it at once. The zero value is
 // ready to use; it is safe for concurrent use.

@@ -303,7 +303,9 @@ type DrainStatus struct {
 // [Drainer.Wake], while it is 0: the drain pauses at once when the breaker
 // leaves closed), takes tokens from a token bucket at the drain rate, and
 // fetches that many messages from its durable pull consumer without
-// waiting (a no-wait pull request): up to four budgets, less its messages
+// waiting (a no-wait pull request): up to four budgets at first, then up
+// to sixteen as the calls' latency shows the gate starts them within half
+// of the time a message may wait for room (see below), less its messages
 // the gate does not count yet, so the next batch is on hand while the
 // current one runs. In FIFO mode, when a batch comes back full, it sends
 // the next request before it hands the batch to the workers, so the
@@ -406,6 +408,11 @@ type Drainer struct {
 	// rt is the route drained (not AllPartners): the Queue's own, or a
 	// [PartnerDrainer]'s partner.
 	rt route
+	// filter is rt's subject and filterRoute what routeFromSubject reads
+	// from it (not AllPartners; set with rt by setRoute): owns need not
+	// parse the subject of every message.
+	filter      string
+	filterRoute route
 	// Set by a [PartnerDrainer] only: the shared in-flight bound, and the
 	// check made when a fetch found nothing, which ends Run when it
 	// reports true.
@@ -438,6 +445,9 @@ type Drainer struct {
 	// waiting message that looks at the gate.
 	admitted  signal
 	admitTurn chan struct{}
+	// pace is the recent latency of the drainer's calls, in nanoseconds
+	// (0 until one returned): see fetchBound.
+	pace atomic.Int64
 
 	fetched, drained, redelivered, deferred, dead, ackErrors, gateClosed, failures, backoffs atomic.Uint64
 }
@@ -489,7 +499,6 @@ func NewDrainer(cfg DrainerConfig) (*Drainer, error) {
 	}
 	d := &Drainer{
 		cfg:       cfg,
-		rt:        cfg.Queue.routeOf(cfg.Queue.cfg.Partner),
 		burstAuto: cfg.Burst == 0,
 		wake:      make(chan struct{}, 1),
 		slots:     make(chan struct{}, cfg.MaxInFlight),
@@ -504,6 +513,7 @@ func NewDrainer(cfg DrainerConfig) (*Drainer, error) {
 	if d.ctl.autoInc {
 		d.ctl.inc = max(1, autoIncShare*cfg.Rate)
 	}
+	d.setRoute(cfg.Queue.routeOf(cfg.Queue.cfg.Partner))
 	d.lim = rate.NewLimiter(rate.Limit(cfg.Rate), d.burstFor(cfg.Rate))
 	return d, nil
 }
@@ -572,8 +582,20 @@ func (d *Drainer) FilterSubject() string {
 	return d.rt.subject(d.cfg.Stream)
 }
 
+// setRoute sets the route drained, before Run.
+func (d *Drainer) setRoute(r route) {
+	d.rt = r
+	if !d.cfg.AllPartners {
+		d.filter = d.FilterSubject()
+		d.filterRoute, _ = routeFromSubject(d.cfg.Stream, d.filter)
+	}
+}
+
 // owns returns the route of subject if the drainer drains it.
 func (d *Drainer) owns(subject string) (route, bool) {
+	if subject == d.filter && d.filter != "" {
+		return d.filterRoute, true
+	}
 	r, ok := routeFromSubject(d.cfg.Stream, subject)
 	if !ok || r.service != d.cfg.Queue.service {
 		return route{}, false
@@ -1388,6 +1410,7 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 		return true
 	}
 	d.returned(it, s)
+	d.notePace(latency)
 	if err == nil {
 		switch {
 		case what == outcomeNone:
@@ -1444,13 +1467,36 @@ func (d *Drainer) returned(it item, s *slot) {
 // (waiting for room, or called and not yet [Admitted]). With per-key
 // ordering each batch is finished before the next, so a round fetches at
 // most the budget. In FIFO mode a message starts its call only when the
-// gate has room (admitCall), so a round fetches up to prefetchBudgets
-// budgets ahead (a budget larger than MaxInFlight counts as MaxInFlight).
+// gate has room (admitCall), so a round fetches budgets ahead (a budget
+// larger than MaxInFlight counts as MaxInFlight): firstBudgets until a
+// call returned; then as many as the gate starts, a budget per call
+// latency (pace), within half of admitWait, between one budget and
+// prefetchBudgets. A fast partner's drain so fetches large batches,
+// while a slow partner's messages do not wait fetched until admitWait
+// hands them back.
 func (d *Drainer) fetchBound(budget, ahead int) int {
 	if d.cfg.Queue.Ordered() {
 		return budget
 	}
-	return prefetchBudgets*min(budget, cap(d.slots)) - ahead
+	b := min(budget, cap(d.slots))
+	n := firstBudgets * b
+	if pace := d.pace.Load(); pace > 0 {
+		paced := int64(b) * (int64(d.admitWait()/2) / pace)
+		n = int(max(int64(b), min(int64(prefetchBudgets*b), paced)))
+	}
+	return n - ahead
+}
+
+// notePace folds a call's latency into d.pace, a moving average weighing
+// the latest call 1/8. Concurrent calls may lose an update: it is an
+// estimate.
+func (d *Drainer) notePace(latency time.Duration) {
+	old := d.pace.Load()
+	if old == 0 {
+		d.pace.Store(max(1, int64(latency)))
+		return
+	}
+	d.pace.Store(max(1, old+(int64(latency)-old)/8))
 }
 
 // call runs the handler, turning a panic into an error.
@@ -1468,9 +1514,7 @@ func (d *Drainer) call(wm *message.Message) (err error) {
 // reports whether the ack was confirmed.
 func (d *Drainer) settle(ctx context.Context, jm jetstream.Msg, wm *message.Message, err error) bool {
 	if err == nil {
-		actx, cancel := context.WithTimeout(ctx, d.cfg.Queue.cfg.PublishTimeout)
-		defer cancel()
-		if err := jm.DoubleAck(actx); err != nil {
+		if err := pull.DoubleAck(ctx, jm, d.cfg.Queue.cfg.PublishTimeout); err != nil {
 			d.ackErrors.Add(1)
 			d.logAckError("ack", err, wm)
 			return false

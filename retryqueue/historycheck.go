@@ -8,11 +8,10 @@ import "time"
 // without error and [Queue.Malformed] need not run encoding/json's
 // reflection on it. false says nothing: the caller parses v with History.
 func canonicalHistory(v string) bool {
-	b := []byte(v)
-	if len(b) < 2 || b[0] != '[' || b[len(b)-1] != ']' {
+	if len(v) < 2 || v[0] != '[' || v[len(v)-1] != ']' {
 		return false
 	}
-	h := historyScan{b: b[:len(b)-1], i: 1}
+	h := historyScan{b: v[:len(v)-1], i: 1}
 	for {
 		if !h.entry() {
 			return false
@@ -28,13 +27,13 @@ func canonicalHistory(v string) bool {
 
 // historyScan reads b from i.
 type historyScan struct {
-	b []byte
+	b string
 	i int
 }
 
 // lit consumes s if b continues with it.
 func (h *historyScan) lit(s string) bool {
-	if len(h.b)-h.i < len(s) || string(h.b[h.i:h.i+len(s)]) != s {
+	if len(h.b)-h.i < len(s) || h.b[h.i:h.i+len(s)] != s {
 		return false
 	}
 	h.i += len(s)
@@ -51,7 +50,8 @@ func (h *historyScan) entry() bool {
 		return false
 	}
 	var t time.Time // decoded exactly as encoding/json decodes it
-	if t.UnmarshalJSON(h.b[start:h.i]) != nil {
+	var buf [64]byte
+	if h.i-start > len(buf) || t.UnmarshalJSON(append(buf[:0], h.b[start:h.i]...)) != nil {
 		return false
 	}
 	if !h.lit(`,"event":`) || !h.str() {

@@ -393,7 +393,8 @@ func (p *PartnerDrainer) newDrainer(e *drainPart) (*Drainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	d.rt, d.share, d.lanes = e.rt, p.share, p.lanes
+	d.setRoute(e.rt)
+	d.share, d.lanes = p.share, p.lanes
 	d.idle = func(ctx context.Context) bool { return p.stop(ctx, e) }
 	d.retire = func(ctx context.Context, t turnEnd) (bool, bool) { return p.retire(ctx, e, t) }
 	return d, nil

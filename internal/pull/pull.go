@@ -378,6 +378,21 @@ func (m msg) DoubleAck(ctx context.Context) error {
 	return m.m.AckSync(nats.Context(ctx))
 }
 
+// DoubleAck acks m and waits for the server to confirm it, for at most
+// wait (> 0): m.DoubleAck with ctx and a deadline wait away. When m came
+// from a [Puller] and ctx can never be canceled (a [context.WithoutCancel]),
+// it waits on nats.go's pooled timer instead of a new context, one
+// allocation and timer less per ack; the error is then nats.ErrTimeout
+// rather than [context.DeadlineExceeded] when wait passes.
+func DoubleAck(ctx context.Context, m jetstream.Msg, wait time.Duration) error {
+	if pm, ok := m.(msg); ok && ctx.Done() == nil {
+		return pm.m.AckSync(nats.AckWait(wait))
+	}
+	actx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	return m.DoubleAck(actx)
+}
+
 // TermWithReason terminates the message with a reason the server puts in
 // its advisory.
 func (m msg) TermWithReason(reason string) error {
