@@ -586,8 +586,10 @@ func (d *Drainer) FilterSubject() string {
 func (d *Drainer) setRoute(r route) {
 	d.rt = r
 	if !d.cfg.AllPartners {
-		d.filter = d.FilterSubject()
-		d.filterRoute, _ = routeFromSubject(d.cfg.Stream, d.filter)
+		f := d.FilterSubject()
+		if r, ok := routeFromSubject(d.cfg.Stream, f); ok {
+			d.filter, d.filterRoute = f, r
+		}
 	}
 }
 
@@ -985,6 +987,7 @@ func (d *Drainer) round(ctx context.Context) error {
 			d.order.extend(time.Since(d.pausedAt))
 		}
 		d.iv, d.ivStart = interval{}, time.Now() // outcomes while paused say nothing about the rate
+		d.pace.Store(0)                          // nor the calls' latency before: four budgets again
 		if !d.cfg.FixedRate {
 			d.ctl.resume(d.cfg.Rate)
 			d.applyLocked()
@@ -1410,13 +1413,16 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 		return true
 	}
 	d.returned(it, s)
-	d.notePace(latency)
 	if err == nil {
+		// Only a call that reached the partner tells its latency (not a
+		// refusal of the bulkhead or the registry, nor a dead letter).
 		switch {
 		case what == outcomeNone:
 			d.observe(false, latency, true)
+			d.notePace(latency)
 		case what == outcomeDiverted && reason == ReasonFailure:
 			d.observe(true, latency, true)
+			d.notePace(latency)
 		}
 	}
 	if !d.settle(base, jm, wm, err) {
@@ -1479,12 +1485,11 @@ func (d *Drainer) fetchBound(budget, ahead int) int {
 		return budget
 	}
 	b := min(budget, cap(d.slots))
-	n := firstBudgets * b
+	k := int64(firstBudgets)
 	if pace := d.pace.Load(); pace > 0 {
-		paced := int64(b) * (int64(d.admitWait()/2) / pace)
-		n = int(max(int64(b), min(int64(prefetchBudgets*b), paced)))
+		k = max(1, min(prefetchBudgets, int64(d.admitWait()/2)/pace))
 	}
-	return n - ahead
+	return b*int(k) - ahead
 }
 
 // notePace folds a call's latency into d.pace, a moving average weighing

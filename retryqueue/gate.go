@@ -9,9 +9,10 @@ import (
 // Gate tells the drainer how many messages the breaker would admit right
 // now. The drainer never has more calls of its own running than that, and
 // fetches nothing while it is 0. In FIFO mode it fetches budgets ahead,
-// four at first, then up to sixteen as its calls' latency allows (never
-// more than its MaxInFlight), each message waiting for room before its
-// call; one that gets none in time, or while the gate is 0 and
+// four at first, then from one to sixteen: as many as the gate starts
+// within half of the time a message may wait for room, at its calls'
+// latency (never more than its MaxInFlight), each message waiting for room
+// before its call; one that gets none in time, or while the gate is 0 and
 // none of the drainer's calls runs, goes back to the backlog (nakked, no
 // attempt), so nothing sits fetched while the breaker is open. With
 // per-key ordering it fetches at most the budget.
