@@ -303,11 +303,11 @@ type DrainStatus struct {
 // [Drainer.Wake], while it is 0: the drain pauses at once when the breaker
 // leaves closed), takes tokens from a token bucket at the drain rate, and
 // fetches that many messages from its durable pull consumer without
-// waiting (a no-wait pull request): up to four budgets at first, then up
-// to sixteen as the calls' latency shows the gate starts them within half
-// of the time a message may wait for room (see below), less its messages
-// the gate does not count yet, so the next batch is on hand while the
-// current one runs. In FIFO mode, when a batch comes back full, it sends
+// waiting (a no-wait pull request): up to four budgets at first, then
+// from one to sixteen, as many as the gate starts within half of the time
+// a message may wait for room at the calls' latency (see below), less its
+// messages the gate does not count yet, so the next batch is on hand while
+// the current one runs. In FIFO mode, when a batch comes back full, it sends
 // the next request before it hands the batch to the workers, so the
 // server answers it meanwhile (one request at a time; a [PartnerDrainer]
 // partner's turn reads it before it ends, and sends none ahead while
