@@ -20,6 +20,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/jsq"
+	"github.com/floodgate-go/floodgate/partner"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
 
@@ -33,6 +34,15 @@ var errDrainOpen = errors.New("bench: partner open")
 // [retryqueue.PartnerDrainerConfig.KeepConsumers] (-1 keeps none), to
 // compare the consumers kept between turns with none in one binary.
 var drainKeep = flag.Int("drain.keep", 0, "BenchmarkDrain: floodgate's Drain.KeepConsumers (0: the default)")
+
+// drainLanes and drainBulkhead, when set, are the floodgate variant's
+// [retryqueue.PartnerDrainerConfig.MaxDraining] and each partner's
+// bulkhead ([partner.PartnerConfig.MaxInFlight]), to compare them with the
+// defaults in one binary.
+var (
+	drainLanes    = flag.Int("drain.lanes", 0, "BenchmarkDrain: floodgate's Drain.MaxDraining (0: the default)")
+	drainBulkhead = flag.Int("drain.bulkhead", 0, "BenchmarkDrain: floodgate's Partner.MaxInFlight (0: the default)")
+)
 
 // drainRun is one variant's drain of a backlog: the delivery times by
 // partner, recorded by the handler, and the wall and CPU time until every
@@ -300,8 +310,9 @@ func drainFloodgate(b *testing.B, ctx context.Context, js jetstream.JetStream, p
 			run.delivered(key)
 			return nil
 		},
-		Queue: drainQueueConfig(prefix),
-		Drain: retryqueue.PartnerDrainerConfig{KeepConsumers: *drainKeep},
+		Queue:   drainQueueConfig(prefix),
+		Partner: partner.PartnerConfig{MaxInFlight: *drainBulkhead},
+		Drain:   retryqueue.PartnerDrainerConfig{KeepConsumers: *drainKeep, MaxDraining: *drainLanes},
 	})
 	if err != nil {
 		b.Fatal(err)
