@@ -87,27 +87,34 @@ var drainOnly = flag.String("drain.only", "", "BenchmarkDrain: run only this var
 var drainLatency = flag.Duration("drain.latency", 0, "BenchmarkDrain: each floodgate delivery takes this long on average, uniform from half to 1.5 times it (a slow partner; run with -drain.only floodgate)")
 
 // drainProfile, when set, writes a CPU profile of each variant's drain
-// alone (not the filling of its backlog) to this path with the variant's
-// name appended.
-var drainProfile = flag.String("drain.cpuprofile", "", "BenchmarkDrain: write a CPU profile of each variant's drain, without the fill, to this path + \".\" + variant")
+// alone (not the filling of its backlog) to this path with the number of
+// partners and the variant's name appended: path.p1.floodgate. The last
+// round of a sub-benchmark overwrites the earlier ones'. Not with
+// go test -cpuprofile (one profile at a time); the profiler's own
+// allocations count in allocs/msg.
+var drainProfile = flag.String("drain.cpuprofile", "", "BenchmarkDrain: write a CPU profile of each variant's drain, without the fill, to this path + \".p<partners>.<variant>\"")
 
-// startDrainProfile starts the CPU profile of variant's drain if
-// -drain.cpuprofile is set; the returned func stops it.
-func startDrainProfile(b *testing.B, variant string) func() {
+// startDrainProfile starts the CPU profile of variant's drain of partners'
+// backlogs if -drain.cpuprofile is set; the returned func stops it, and
+// is also run at the sub-benchmark's end (a failed drain), once in all.
+func startDrainProfile(b *testing.B, partners int, variant string) func() {
 	if *drainProfile == "" {
 		return func() {}
 	}
-	f, err := os.Create(*drainProfile + "." + variant)
+	f, err := os.Create(fmt.Sprintf("%s.p%d.%s", *drainProfile, partners, variant))
 	if err != nil {
 		b.Fatal(err)
 	}
 	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
 		b.Fatal(err)
 	}
-	return func() {
+	stop := sync.OnceFunc(func() {
 		pprof.StopCPUProfile()
 		_ = f.Close()
-	}
+	})
+	b.Cleanup(stop)
+	return stop
 }
 
 // BenchmarkDrain drains a retry backlog of about b.N messages of 800 B,
@@ -349,7 +356,7 @@ func drainFloodgate(b *testing.B, ctx context.Context, js jetstream.JetStream, p
 	defer func() { _ = f.Close() }()
 	drainFill(b, ctx, f.Queue(), partners, each)
 	b.StartTimer()
-	stop := startDrainProfile(b, "floodgate")
+	stop := startDrainProfile(b, len(partners), "floodgate")
 	run.start, run.cpu, run.work = time.Now(), cpuTime(), readWork()
 	done := make(chan error, 1)
 	go func() { done <- router.Run(ctx) }()
@@ -383,7 +390,7 @@ func drainPlain(b *testing.B, ctx context.Context, js jetstream.JetStream, prefi
 	}
 	drainFill(b, ctx, q, partners, each)
 	b.StartTimer()
-	stop := startDrainProfile(b, "plain")
+	stop := startDrainProfile(b, len(partners), "plain")
 	run.start, run.cpu, run.work = time.Now(), cpuTime(), readWork()
 	cons, err := js.CreateConsumer(ctx, prefix, jetstream.ConsumerConfig{
 		Durable: "plain", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxAckPending: -1,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 	"unsafe"
 )
@@ -33,4 +34,22 @@ func TestCallCtxProbeAndPacked(t *testing.T) {
 			t.Fatalf("ended in time: Err %v, want Canceled", c.Err())
 		}
 	}
+}
+
+// TestCallCtxCause: through the embedding, a handler's context and one
+// derived from it are done at the deadline, with DeadlineExceeded as
+// their cause, the parent still running.
+func TestCallCtxCause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		parent, cancel := context.WithCancelCause(context.Background())
+		defer cancel(nil)
+		c := newCallCtx(parent, time.Now().Add(time.Second), true)
+		child, stop := context.WithCancel(c)
+		defer stop()
+		time.Sleep(time.Second)
+		<-child.Done()
+		if !errors.Is(context.Cause(c), context.DeadlineExceeded) || !errors.Is(context.Cause(child), context.DeadlineExceeded) {
+			t.Fatalf("Cause %v, child's %v; want DeadlineExceeded", context.Cause(c), context.Cause(child))
+		}
+	})
 }

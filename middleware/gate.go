@@ -14,7 +14,8 @@ import (
 // backlog and recovery never waits for new messages), and while closed as
 // much as the drainer's own rate limit allows. It is safe for concurrent
 // use; each call reads [breaker.Breaker.State], which takes no lock while
-// closed, and otherwise takes one [breaker.Breaker.Snapshot]. It panics if b is
+// closed (otherwise it takes the breaker's lock, and the call then takes
+// a [breaker.Breaker.Snapshot] too). It panics if b is
 // nil, a programming error better caught at start-up than as a drain that
 // never runs.
 func DrainGate(b *breaker.Breaker) retryqueue.Gate {
@@ -55,9 +56,9 @@ const UnknownPartnerBudget = 1
 // hold k. Each Budget call looks k up ([partner.Registry.Lookup], which
 // does not count as a use, so a gate never keeps a partner from idle
 // eviction) and reads the breaker's state ([breaker.Breaker.State], which
-// takes no lock while closed; otherwise one [breaker.Breaker.Snapshot]
-// and, half-open, one [breaker.Breaker.Config]); a gate allocates once,
-// when made. Gates are safe for concurrent use. It panics if reg is
+// takes no lock while closed; otherwise it takes the breaker's lock, and
+// the call then takes a [breaker.Breaker.Snapshot] and, half-open, a
+// [breaker.Breaker.Config] too); a gate allocates once, when made. Gates are safe for concurrent use. It panics if reg is
 // nil, a programming error better caught at start-up.
 //
 // The drainer's messages must go through a middleware with Partners set

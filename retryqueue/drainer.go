@@ -1275,12 +1275,17 @@ func (d *Drainer) takeFIFO(ctx context.Context, msgs []jetstream.Msg, now time.T
 }
 
 // spend takes n tokens from the drain rate's limiter now, going into debt
-// if it holds fewer: one reservation per burst rather than per message.
+// if it holds fewer: one reservation per burst rather than per message. A
+// reservation larger than the burst is refused, and the adaptive control
+// may lower the burst between reading it and reserving: then it reads the
+// burst again.
 func (d *Drainer) spend(n int) {
 	now := time.Now()
 	for n > 0 {
 		k := min(n, max(1, d.lim.Burst()))
-		d.lim.ReserveN(now, k)
+		if !d.lim.ReserveN(now, k).OK() && k > 1 {
+			continue
+		}
 		n -= k
 	}
 }
@@ -1351,12 +1356,13 @@ func (d *Drainer) waitHandlers() {
 
 // drainCtx is a drained message's context: its handler's deadline
 // (HandlerTimeout, a [lazyctx.Ctx]), drainedKey and the message's slot, in
-// one allocation rather than a context.WithTimeout's four, the slot's and
-// two context.WithValue.
+// one allocation rather than the slot's and a context.WithTimeout's four.
 type drainCtx struct {
 	lazyctx.Ctx
 	s slot
 }
+
+func (c *drainCtx) String() string { return "retryqueue.drainCtx" }
 
 func (c *drainCtx) Value(key any) any {
 	switch key.(type) {

@@ -67,9 +67,6 @@ func (c *Ctx) Init(parent context.Context, deadline time.Time, mark bool) {
 // Marked reports whether Init marked c.
 func (c *Ctx) Marked() bool { return c.load()&ctxMark != 0 }
 
-// Parent returns the context c was made from.
-func (c *Ctx) Parent() context.Context { return c.parent }
-
 // deadline returns the context's own deadline, with a monotonic reading,
 // so timers and comparisons follow the monotonic clock.
 func (c *Ctx) deadline() time.Time {
