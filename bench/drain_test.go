@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -54,6 +55,7 @@ type drainRun struct {
 	total   atomic.Int64
 	elapsed time.Duration
 	cpu     time.Duration
+	work    e2eWork // heap allocations and goroutines started, the server's included
 }
 
 func (r *drainRun) delivered(partnerKey string) {
@@ -84,6 +86,37 @@ var drainOnly = flag.String("drain.only", "", "BenchmarkDrain: run only this var
 // drain its bulkhead bounds.
 var drainLatency = flag.Duration("drain.latency", 0, "BenchmarkDrain: each floodgate delivery takes this long on average, uniform from half to 1.5 times it (a slow partner; run with -drain.only floodgate)")
 
+// drainProfile, when set, writes a CPU profile of each variant's drain
+// alone (not the filling of its backlog) to this path with the number of
+// partners and the variant's name appended: path.p1.floodgate. The last
+// round of a sub-benchmark overwrites the earlier ones'. Not with
+// go test -cpuprofile (one profile at a time); the profiler's own
+// allocations count in allocs/msg.
+var drainProfile = flag.String("drain.cpuprofile", "", "BenchmarkDrain: write a CPU profile of each variant's drain, without the fill, to this path + \".p<partners>.<variant>\"")
+
+// startDrainProfile starts the CPU profile of variant's drain of partners'
+// backlogs if -drain.cpuprofile is set; the returned func stops it, and
+// is also run at the sub-benchmark's end (a failed drain), once in all.
+func startDrainProfile(b *testing.B, partners int, variant string) func() {
+	if *drainProfile == "" {
+		return func() {}
+	}
+	f, err := os.Create(fmt.Sprintf("%s.p%d.%s", *drainProfile, partners, variant))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		b.Fatal(err)
+	}
+	stop := sync.OnceFunc(func() {
+		pprof.StopCPUProfile()
+		_ = f.Close()
+	})
+	b.Cleanup(stop)
+	return stop
+}
+
 // BenchmarkDrain drains a retry backlog of about b.N messages of 800 B,
 // split equally among 1, 10 and 100 partners, to a no-op (fast) partner,
 // through each variant in turn on one embedded JetStream server (file
@@ -101,7 +134,9 @@ var drainLatency = flag.Duration("drain.latency", 0, "BenchmarkDrain: each flood
 // It reports per variant: msg/s (aggregate, from start to the last ack
 // confirmed), p-min-msg/s and p-med-msg/s (each partner's backlog over the
 // time to its last delivery: the slowest and the median partner),
-// cpu-ns/msg (getrusage, server included), t80-ms (the time from start to
+// cpu-ns/msg (getrusage, server included), allocs/msg (the process's heap
+// allocations, server included: steadier than the times on a noisy
+// machine), t80-ms (the time from start to
 // the end of the first 100 ms window whose delivery rate reached 80 % of
 // the steady rate: the median 100 ms window rate over the second half of
 // the drain), steady-msg/s (that median window's rate: the steady state,
@@ -141,6 +176,7 @@ func BenchmarkDrain(b *testing.B) {
 				b.ReportMetric(pmin, v.name+"-p-min-msg/s")
 				b.ReportMetric(pmed, v.name+"-p-med-msg/s")
 				b.ReportMetric(float64(r.cpu.Nanoseconds())/total, v.name+"-cpu-ns/msg")
+				b.ReportMetric(r.work.allocs/total, v.name+"-allocs/msg")
 				b.ReportMetric(r.t80().Seconds()*1000, v.name+"-t80-ms")
 				b.ReportMetric(r.steady(), v.name+"-steady-msg/s")
 			}
@@ -320,11 +356,13 @@ func drainFloodgate(b *testing.B, ctx context.Context, js jetstream.JetStream, p
 	defer func() { _ = f.Close() }()
 	drainFill(b, ctx, f.Queue(), partners, each)
 	b.StartTimer()
-	run.start, run.cpu = time.Now(), cpuTime()
+	stop := startDrainProfile(b, len(partners), "floodgate")
+	run.start, run.cpu, run.work = time.Now(), cpuTime(), readWork()
 	done := make(chan error, 1)
 	go func() { done <- router.Run(ctx) }()
 	drainAwait(b, ctx, js, prefix, run, len(partners)*each, "floodgate")
-	run.elapsed, run.cpu = time.Since(run.start), cpuTime()-run.cpu
+	run.elapsed, run.cpu, run.work = time.Since(run.start), cpuTime()-run.cpu, readWork().minus(run.work)
+	stop()
 	b.StopTimer()
 	_ = router.Close()
 	<-done
@@ -352,7 +390,8 @@ func drainPlain(b *testing.B, ctx context.Context, js jetstream.JetStream, prefi
 	}
 	drainFill(b, ctx, q, partners, each)
 	b.StartTimer()
-	run.start, run.cpu = time.Now(), cpuTime()
+	stop := startDrainProfile(b, len(partners), "plain")
+	run.start, run.cpu, run.work = time.Now(), cpuTime(), readWork()
 	cons, err := js.CreateConsumer(ctx, prefix, jetstream.ConsumerConfig{
 		Durable: "plain", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 30 * time.Second, MaxAckPending: -1,
 	})
@@ -386,7 +425,8 @@ func drainPlain(b *testing.B, ctx context.Context, js jetstream.JetStream, prefi
 		}
 	}()
 	drainAwait(b, ctx, js, prefix, run, len(partners)*each, "plain")
-	run.elapsed, run.cpu = time.Since(run.start), cpuTime()-run.cpu
+	run.elapsed, run.cpu, run.work = time.Since(run.start), cpuTime()-run.cpu, readWork().minus(run.work)
+	stop()
 	b.StopTimer()
 	it.Stop()
 	wg.Wait()

@@ -13,7 +13,9 @@ import (
 // while half-open (so, when no live traffic arrives, probes come from the
 // backlog and recovery never waits for new messages), and while closed as
 // much as the drainer's own rate limit allows. It is safe for concurrent
-// use; each call takes one [breaker.Breaker.Snapshot]. It panics if b is
+// use; each call reads [breaker.Breaker.State], which takes no lock while
+// closed (otherwise it takes the breaker's lock, and the call then takes
+// a [breaker.Breaker.Snapshot] too). It panics if b is
 // nil, a programming error better caught at start-up than as a drain that
 // never runs.
 func DrainGate(b *breaker.Breaker) retryqueue.Gate {
@@ -22,8 +24,10 @@ func DrainGate(b *breaker.Breaker) retryqueue.Gate {
 	}
 	probes := b.Config().ProbeConcurrency
 	return retryqueue.GateFunc(func() int {
-		s := b.Snapshot()
-		switch s.State {
+		if b.State() == breaker.StateClosed { // lock-free while closed
+			return math.MaxInt
+		}
+		switch s := b.Snapshot(); s.State {
 		case breaker.StateClosed:
 			return math.MaxInt
 		case breaker.StateHalfOpen:
@@ -51,9 +55,10 @@ const UnknownPartnerBudget = 1
 // turned away as "bulkhead"; and [UnknownPartnerBudget] while reg does not
 // hold k. Each Budget call looks k up ([partner.Registry.Lookup], which
 // does not count as a use, so a gate never keeps a partner from idle
-// eviction) and takes one [breaker.Breaker.Snapshot] (and, half-open, one
-// [breaker.Breaker.Config]); a gate allocates
-// once, when made. Gates are safe for concurrent use. It panics if reg is
+// eviction) and reads the breaker's state ([breaker.Breaker.State], which
+// takes no lock while closed; otherwise it takes the breaker's lock, and
+// the call then takes a [breaker.Breaker.Snapshot] and, half-open, a
+// [breaker.Breaker.Config] too); a gate allocates once, when made. Gates are safe for concurrent use. It panics if reg is
 // nil, a programming error better caught at start-up.
 //
 // The drainer's messages must go through a middleware with Partners set
@@ -71,11 +76,14 @@ func PartnerDrainGate(reg *partner.Registry) func(partnerKey string) retryqueue.
 			}
 			free := max(0, p.MaxInFlight()-p.InFlight())
 			b := p.Breaker()
-			s := b.Snapshot()
-			switch s.State {
+			if b.State() == breaker.StateClosed { // lock-free while closed
+				return free
+			}
+			// Rare: the snapshot and the configuration copy are affordable.
+			switch s := b.Snapshot(); s.State {
 			case breaker.StateClosed:
 				return free
-			case breaker.StateHalfOpen: // rare: the configuration copy is affordable
+			case breaker.StateHalfOpen:
 				return min(free, max(0, b.Config().ProbeConcurrency-s.ProbesInFlight))
 			}
 			return 0

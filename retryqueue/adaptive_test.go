@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,6 +110,38 @@ func TestObserveLiveFailuresBackOff(t *testing.T) {
 	}, "rate backed off under live failures, now %v", natstest.Now(func() any { return d.Rate() }))
 	if d.Stats().Backoffs < 3 {
 		t.Fatalf("backoffs = %d", d.Stats().Backoffs)
+	}
+}
+
+// Observe skips the outcome of a message the drainer is delivering right
+// now (the middleware's event hook reports drained calls too, and the
+// drainer counts its own), and counts a live one's.
+func TestObserveSkipsDrainedMessages(t *testing.T) {
+	e := newEnv(t, natstest.URL(t), nil)
+	seed(t, e, 20)
+	g := &gate{}
+	g.budget.Store(1 << 30)
+	var dp atomic.Pointer[retryqueue.Drainer]
+	ready := make(chan struct{})
+	rec := &recorder{}
+	d := startDrainer(t, e, retryqueue.DrainerConfig{Gate: g, Rate: 1000, FixedRate: true, PollInterval: 10 * time.Millisecond,
+		Handler: rec.handler(func(m *message.Message) error {
+			<-ready
+			dp.Load().Observe(m.UUID, true, time.Millisecond) // a drained message: skipped
+			return nil
+		})})
+	dp.Store(d)
+	close(ready)
+	natstest.Eventually(t, 10*time.Second, func() bool { return d.Stats().Drained == 20 }, "drained, stats %+v", natstest.Now(func() any { return d.Stats() }))
+	if rec.count() < 20 {
+		t.Fatalf("%d calls", rec.count())
+	}
+	if f := d.Stats().Failures; f != 0 {
+		t.Fatalf("Failures = %d after Observe of drained messages only, want 0", f)
+	}
+	d.Observe("live-1", true, time.Millisecond)
+	if f := d.Stats().Failures; f != 1 {
+		t.Fatalf("Failures = %d after one live failure, want 1", f)
 	}
 }
 

@@ -5,6 +5,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // The drain rate control, step by step on a fixed timeline: slow start
@@ -148,5 +150,21 @@ func TestAIMDSlowStartFailureFallsBackToClean(t *testing.T) {
 	// at least.
 	if a.step(9, 1, 10, 0, time.Second, false); a.rate != 70 {
 		t.Fatalf("failure after slow start: rate %v, want 70", a.rate)
+	}
+}
+
+// spend takes every token asked for, in reservations no larger than the
+// burst (a larger one is refused and would take none): 25 from a bucket of
+// 10 leaves it 15 in debt. The rate is one token in 1000 s, so the refill
+// during the test is below the tolerance.
+func TestSpendTakesEveryToken(t *testing.T) {
+	d := &Drainer{lim: rate.NewLimiter(0.001, 10)}
+	d.spend(25)
+	if got := d.lim.Tokens(); math.Abs(got-(-15)) > 0.01 {
+		t.Fatalf("tokens after spending 25 of 10: %v, want -15", got)
+	}
+	d.spend(0)
+	if got := d.lim.Tokens(); math.Abs(got-(-15)) > 0.01 {
+		t.Fatalf("tokens after spending 0: %v, want -15", got)
 	}
 }

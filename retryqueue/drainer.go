@@ -13,6 +13,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/floodgate-go/floodgate/internal/lazyctx"
 	"github.com/floodgate-go/floodgate/internal/pull"
 	"github.com/floodgate-go/floodgate/jsq"
 	"github.com/nats-io/nats.go/jetstream"
@@ -395,7 +396,7 @@ type Drainer struct {
 	pausedAt  time.Time   // when the gate last closed (guarded by mu)
 
 	// inflight holds the UUIDs being drained, so Observe skips them.
-	inflight sync.Map
+	inflight uuidSet
 
 	mu      sync.Mutex // guards ctl, iv, samples
 	ctl     aimd
@@ -694,7 +695,7 @@ func (d *Drainer) Rate() float64 { return float64(d.lim.Limit()) }
 // drainer counts its own. Call it from the middleware's event hook for
 // admitted calls. It never blocks on I/O and is safe for concurrent use.
 func (d *Drainer) Observe(uuid string, failed bool, latency time.Duration) {
-	if _, drained := d.inflight.Load(uuid); drained {
+	if d.inflight.has(uuid) {
 		return
 	}
 	d.observe(failed, latency, false)
@@ -1168,6 +1169,10 @@ func (d *Drainer) take(ctx context.Context, msgs []jetstream.Msg, gen uint64) er
 	}
 
 	now := d.cfg.Queue.cfg.Clock.Now()
+	if !d.cfg.Queue.Ordered() {
+		d.takeFIFO(ctx, msgs, now)
+		return nil
+	}
 	var groups [][]item // each group runs sequentially; groups concurrently
 	byKey := map[string]int{}
 	for _, jm := range msgs {
@@ -1217,21 +1222,6 @@ func (d *Drainer) take(ctx context.Context, msgs []jetstream.Msg, gen uint64) er
 	if len(groups) == 0 {
 		return nil // all deferred: no token used, fetch again at once
 	}
-	if !d.cfg.Queue.Ordered() {
-		// FIFO: each message runs on its own, and the next round does not
-		// wait for this one, so neither a slow partner call nor an ack's
-		// round trip idles the drain; MaxInFlight bounds the messages in
-		// handlers, and the next round's fetch is bounded by the gate's
-		// budget less the calls still running (see above), so a bounded
-		// budget (a partner's bulkhead, half-open probe slots) is never
-		// exceeded by the drainer's own calls.
-		for _, g := range groups {
-			d.slots <- struct{}{}
-			d.lim.ReserveN(time.Now(), 1)
-			d.dispatch(ctx, g[0])
-		}
-		return nil
-	}
 	// Per-key ordering: a key's messages run one at a time, and the round
 	// waits for all, so no later round overtakes a key's earlier message
 	// or exceeds the budget.
@@ -1257,6 +1247,47 @@ func (d *Drainer) take(ctx context.Context, msgs []jetstream.Msg, gen uint64) er
 	}
 	wg.Wait()
 	return nil
+}
+
+// takeFIFO hands a FIFO batch to the worker pool: each message runs on its
+// own, and the next round does not wait for this one, so neither a slow
+// partner call nor an ack's round trip idles the drain. MaxInFlight bounds
+// the messages in handlers, and the next round's fetch is bounded by the
+// gate's budget less the calls still running (see round), so a bounded
+// budget (a partner's bulkhead, half-open probe slots) is never exceeded
+// by the drainer's own calls. A message whose NotBefore is ahead goes back
+// with that delay and uses no token.
+func (d *Drainer) takeFIFO(ctx context.Context, msgs []jetstream.Msg, now time.Time) {
+	deferred := 0
+	for _, jm := range msgs {
+		it := item{jm: jm, wm: jsq.Unmarshal(jm)}
+		if nb, ok := NotBefore(it.wm); ok && nb.After(now) {
+			d.deferMsg(it, nb.Sub(now))
+			deferred++
+			continue
+		}
+		d.slots <- struct{}{}
+		d.dispatch(ctx, it)
+	}
+	d.releaseShare(deferred) // settled already
+	d.spend(len(msgs) - deferred)
+	clear(msgs) // the batch's buffer keeps no message past its round
+}
+
+// spend takes n tokens from the drain rate's limiter now, going into debt
+// if it holds fewer: one reservation per burst rather than per message. A
+// reservation larger than the burst is refused, and the adaptive control
+// may lower the burst between reading it and reserving: then it reads the
+// burst again.
+func (d *Drainer) spend(n int) {
+	now := time.Now()
+	for n > 0 {
+		k := min(n, max(1, d.lim.Burst()))
+		if !d.lim.ReserveN(now, k).OK() && k > 1 {
+			continue
+		}
+		n -= k
+	}
 }
 
 // deferKeyed defers a keyed message and records it as pending for its key.
@@ -1323,21 +1354,24 @@ func (d *Drainer) waitHandlers() {
 	}
 }
 
-// drainCtx is a drained message's context: it carries drainedKey and the
-// message's slot (one allocation rather than two context.WithValue).
+// drainCtx is a drained message's context: its handler's deadline
+// (HandlerTimeout, a [lazyctx.Ctx]), drainedKey and the message's slot, in
+// one allocation rather than the slot's and a context.WithTimeout's four.
 type drainCtx struct {
-	context.Context
-	s *slot
+	lazyctx.Ctx
+	s slot
 }
+
+func (c *drainCtx) String() string { return "retryqueue.drainCtx" }
 
 func (c *drainCtx) Value(key any) any {
 	switch key.(type) {
 	case drainedKey:
 		return true
 	case slotKey:
-		return c.s
+		return &c.s
 	}
-	return c.Context.Value(key)
+	return c.Ctx.Value(key)
 }
 
 // handle runs the handler on one message, acks or naks it, and feeds the
@@ -1358,7 +1392,7 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 	if !owned {
 		r = d.rt
 		why = fmt.Sprintf("stored under subject %q, outside this drainer's %q", jm.Subject(), d.FilterSubject())
-	} else if why = checkRoute(wm, r); why == "" {
+	} else if why = checkRoute(wm, r, d.cfg.Queue.cfg.Service); why == "" {
 		r = withKey(wm, r)
 	}
 	deadReason, cause := DeadReasonRoute, error(nil)
@@ -1377,18 +1411,19 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 		}
 		return
 	}
-	s := &slot{uuid: wm.UUID, route: r}
+	start := time.Now()
+	hctx := &drainCtx{s: slot{uuid: wm.UUID, route: r}}
+	s := &hctx.s
 	if it.counted {
 		s.unadmitted = &d.unadmitted
 	}
-	hctx, cancel := context.WithTimeout(&drainCtx{Context: base, s: s}, d.cfg.HandlerTimeout)
-	defer cancel()
+	hctx.Init(base, start.Add(d.cfg.HandlerTimeout), false)
 	wm.SetContext(hctx)
-	d.inflight.Store(wm.UUID, true)
-	start := time.Now()
+	d.inflight.add(wm.UUID)
 	err := d.call(wm)
 	latency := time.Since(start)
-	d.inflight.Delete(wm.UUID)
+	hctx.End(start.Add(latency))
+	d.inflight.remove(wm.UUID)
 	what, reason := s.get()
 	if err == nil && what == outcomeDeferred {
 		// Turned away by the breaker (open, probe slots taken, ramp): not a

@@ -140,6 +140,47 @@ type slot struct {
 	admitted   atomic.Bool
 }
 
+// uuidSet is a multiset of message UUIDs (a UUID redelivered while its
+// first delivery runs is held twice). Unlike a sync.Map, adding a string
+// allocates nothing once the map has grown; has takes no lock while the
+// set is empty (no drain running: the live path's case). The zero value
+// is ready to use; it is safe for concurrent use.
+type uuidSet struct {
+	n  atomic.Int64 // the UUIDs held, counted before they are added
+	mu sync.Mutex
+	m  map[string]int
+}
+
+func (u *uuidSet) add(id string) {
+	u.n.Add(1)
+	u.mu.Lock()
+	if u.m == nil {
+		u.m = map[string]int{}
+	}
+	u.m[id]++
+	u.mu.Unlock()
+}
+
+func (u *uuidSet) remove(id string) {
+	u.mu.Lock()
+	if u.m[id] <= 1 {
+		delete(u.m, id)
+	} else {
+		u.m[id]--
+	}
+	u.mu.Unlock()
+	u.n.Add(-1)
+}
+
+func (u *uuidSet) has(id string) bool {
+	if u.n.Load() == 0 {
+		return false
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.m[id] > 0
+}
+
 // admit takes the slot's message out of its drainer's unadmitted calls,
 // once.
 func (s *slot) admit() {

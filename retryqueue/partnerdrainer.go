@@ -56,8 +56,12 @@ type PartnerDrainerConfig struct {
 	// once (see [PartnerDrainer]): the others with a backlog wait for
 	// their turn, round-robin. Every consumer on the work-queue retry
 	// stream costs the server work on each ack of the stream's messages,
-	// so this bound, not the number of partners, sets that cost.
-	// Optional. Default 32. Valid range 1..10000.
+	// so this bound, not the number of partners, sets that cost; and the
+	// lanes share MaxInFlight, so more lanes fetch smaller batches. A
+	// partner's calls go on after its turn (see [PartnerDrainer]), so a
+	// slow partner does not hold a lane for its calls.
+	// Optional. Default 16 (BENCHMARKS.md, "Eighth step"). Valid range
+	// 1..10000.
 	MaxDraining int
 	// KeepConsumers bounds the partners whose consumer is kept from one
 	// turn to the next while their backlog lasts (see [PartnerDrainer]):
@@ -69,7 +73,8 @@ type PartnerDrainerConfig struct {
 	// its own, as every partner does with -1. Each consumer on the
 	// work-queue retry stream costs the server work on every ack of the
 	// stream's messages, so this bounds that cost with MaxDraining.
-	// Optional. Default 128. Valid range -1..100000 (-1: none kept).
+	// Optional. Default 8 (BENCHMARKS.md, "Eighth step"). Valid range
+	// -1..100000 (-1: none kept).
 	KeepConsumers int
 	// DiscoverInterval is how often the retry stream's per-subject counts
 	// are read to find partners with a backlog that this process did not
@@ -87,10 +92,10 @@ func (c *PartnerDrainerConfig) setDefaults() {
 		c.DiscoverInterval = 10 * time.Second
 	}
 	if c.MaxDraining == 0 {
-		c.MaxDraining = 32
+		c.MaxDraining = 16
 	}
 	if c.KeepConsumers == 0 {
-		c.KeepConsumers = 128
+		c.KeepConsumers = 8
 	}
 }
 

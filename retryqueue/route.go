@@ -180,13 +180,15 @@ func routeFromSubject(topic, subject string) (route, bool) {
 }
 
 // checkRoute reports why m, stored under subject route r, does not carry r
-// in its metadata ("" if it does).
-func checkRoute(m *message.Message, r route) string {
+// in its metadata ("" if it does). service is a service name whose token
+// is r.service (the drainer's own), so that its messages skip computing
+// the token.
+func checkRoute(m *message.Message, r route, service string) string {
 	svc, ok := m.Metadata[MetaService]
 	switch {
 	case !ok:
 		return fmt.Sprintf("%s missing on a message stored under service token %q", MetaService, r.service)
-	case partner.Token(svc) != r.service:
+	case svc != service && partner.Token(svc) != r.service:
 		return fmt.Sprintf("%s %q (token %q) differs from the stream subject's service token %q", MetaService, svc, partner.Token(svc), r.service)
 	case m.Metadata.Get(MetaPartnerToken) != r.partnerToken:
 		return fmt.Sprintf("%s %q differs from the stream subject's partner token %q", MetaPartnerToken, m.Metadata.Get(MetaPartnerToken), r.partnerToken)
