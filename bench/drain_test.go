@@ -21,6 +21,7 @@ import (
 
 	"github.com/floodgate-go/floodgate"
 	"github.com/floodgate-go/floodgate/jsq"
+	"github.com/floodgate-go/floodgate/middleware"
 	"github.com/floodgate-go/floodgate/partner"
 	"github.com/floodgate-go/floodgate/retryqueue"
 )
@@ -78,8 +79,20 @@ var drainVariants = []drainVariant{
 	{"plain", drainPlain},
 }
 
+// drainWideFlag adds the wide variant (see drainWide) to the round.
+var drainWideFlag = flag.Bool("drain.wide", false, "BenchmarkDrain: also run the wide variant: one consumer for every partner of the service (a Drainer with AllPartners) through the per-partner middleware")
+
+// variants returns the variants a round runs: drainVariants, and the wide
+// one with -drain.wide.
+func variants() []drainVariant {
+	if *drainWideFlag {
+		return append(slices.Clone(drainVariants), drainVariant{"wide", drainWide})
+	}
+	return drainVariants
+}
+
 // drainOnly, when set, runs one variant alone (to profile it).
-var drainOnly = flag.String("drain.only", "", "BenchmarkDrain: run only this variant (floodgate or plain), to profile it")
+var drainOnly = flag.String("drain.only", "", "BenchmarkDrain: run only this variant (floodgate, plain or, with -drain.wide, wide), to profile it")
 
 // drainLatency, when set, is the mean time each delivery of the floodgate
 // variant takes (uniform from half to 1.5 times it): a slow partner, whose
@@ -129,7 +142,8 @@ func startDrainProfile(b *testing.B, partners int, variant string) func() {
 //   - plain: one durable pull consumer on a retry stream of the same kind
 //     holding the same messages (also stored by RouteTo), read with
 //     Messages (batch 256) by 64 workers that each deliver and DoubleAck:
-//     the same ack guarantee, no breaker and no rate control.
+//     the same ack guarantee, no breaker and no rate control;
+//   - wide, with -drain.wide: one consumer for all partners (drainWide).
 //
 // It reports per variant: msg/s (aggregate, from start to the last ack
 // confirmed), p-min-msg/s and p-med-msg/s (each partner's backlog over the
@@ -158,8 +172,9 @@ func BenchmarkDrain(b *testing.B) {
 			}
 			runs := map[string]*drainRun{}
 			b.ResetTimer()
-			for i := range drainVariants {
-				v := drainVariants[(i+int(round))%len(drainVariants)]
+			vs := variants()
+			for i := range vs {
+				v := vs[(i+int(round))%len(vs)]
 				if *drainOnly != "" && v.name != *drainOnly {
 					runs[v.name] = &drainRun{elapsed: 1, times: map[string][]time.Duration{}}
 					continue
@@ -169,7 +184,7 @@ func BenchmarkDrain(b *testing.B) {
 			}
 			b.StopTimer()
 			total := float64(partners * each)
-			for _, v := range drainVariants {
+			for _, v := range vs {
 				r := runs[v.name]
 				pmin, pmed := r.partnerRates(each)
 				b.ReportMetric(total/r.elapsed.Seconds(), v.name+"-msg/s")
@@ -183,6 +198,9 @@ func BenchmarkDrain(b *testing.B) {
 			b.ReportMetric(runs["plain"].elapsed.Seconds()/runs["floodgate"].elapsed.Seconds(), "floodgate/plain-rate")
 			if p := runs["plain"].steady(); p > 0 {
 				b.ReportMetric(runs["floodgate"].steady()/p, "floodgate/plain-steady")
+				if w, ok := runs["wide"]; ok {
+					b.ReportMetric(w.steady()/p, "wide/plain-steady")
+				}
 			}
 		})
 	}
@@ -430,6 +448,70 @@ func drainPlain(b *testing.B, ctx context.Context, js jetstream.JetStream, prefi
 	b.StopTimer()
 	it.Stop()
 	wg.Wait()
+	b.StartTimer()
+	return run
+}
+
+// drainWide is the wide variant (-drain.wide): the drain BENCHMARKS.md's
+// eighth step proposes for many partners in steady state, one consumer
+// for every partner of the service (a [retryqueue.Drainer] with
+// AllPartners, its defaults) through the guarding middleware of a partner
+// registry (each message under its partner's breaker and bulkhead), its
+// gate always open: what that design costs, without the moves of a
+// partner between it and its own consumer that it would need.
+func drainWide(b *testing.B, ctx context.Context, js jetstream.JetStream, prefix string, partners []string, each int) *drainRun {
+	b.StopTimer()
+	drainCleanup(b, js, prefix)
+	run := &drainRun{times: map[string][]time.Duration{}}
+	pub, err := jsq.NewPublisher(jsq.PublisherConfig{Conn: js.Conn()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	qcfg := drainQueueConfig(prefix)
+	qcfg.Publisher, qcfg.Service = pub, "wide"
+	if err := retryqueue.Provision(ctx, js, qcfg); err != nil {
+		b.Fatal(err)
+	}
+	q, err := retryqueue.New(qcfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg, err := partner.New(partner.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer reg.Close()
+	guard, err := middleware.New(middleware.Config{Partners: reg, Queue: q,
+		PartnerKey: func(m *message.Message) string { return m.Metadata.Get(drainPartnerMeta) }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := guard(func(m *message.Message) ([]*message.Message, error) {
+		key, ok := retryqueue.DrainedPartner(m.Context(), m)
+		if !ok {
+			key = m.Metadata.Get(drainPartnerMeta)
+		}
+		run.delivered(key)
+		return nil, nil
+	})
+	drainFill(b, ctx, q, partners, each)
+	d, err := retryqueue.NewDrainer(retryqueue.DrainerConfig{JetStream: js, Queue: q, AllPartners: true, Handler: h,
+		Gate: retryqueue.GateFunc(func() int { return 1 << 20 })})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.StartTimer()
+	stop := startDrainProfile(b, len(partners), "wide")
+	run.start, run.cpu, run.work = time.Now(), cpuTime(), readWork()
+	dctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(dctx) }()
+	drainAwait(b, ctx, js, prefix, run, len(partners)*each, "wide")
+	run.elapsed, run.cpu, run.work = time.Since(run.start), cpuTime()-run.cpu, readWork().minus(run.work)
+	stop()
+	b.StopTimer()
+	cancel()
+	<-done
 	b.StartTimer()
 	return run
 }
