@@ -59,9 +59,9 @@ type PartnerDrainerConfig struct {
 	// so this bound, not the number of partners, sets that cost; and the
 	// lanes share MaxInFlight, so more lanes fetch smaller batches. A
 	// partner's calls go on after its turn (see [PartnerDrainer]), so a
-	// slow partner does not hold a lane for its calls.
-	// Optional. Default 16 (BENCHMARKS.md, "Eighth step"). Valid range
-	// 1..10000.
+	// slow partner does not hold a lane for its calls. BENCHMARKS.md
+	// ("Eighth step") measures the default against others.
+	// Optional. Default 16. Valid range 1..10000.
 	MaxDraining int
 	// KeepConsumers bounds the partners whose consumer is kept from one
 	// turn to the next while their backlog lasts (see [PartnerDrainer]):
@@ -73,8 +73,8 @@ type PartnerDrainerConfig struct {
 	// its own, as every partner does with -1. Each consumer on the
 	// work-queue retry stream costs the server work on every ack of the
 	// stream's messages, so this bounds that cost with MaxDraining.
-	// Optional. Default 8 (BENCHMARKS.md, "Eighth step"). Valid range
-	// -1..100000 (-1: none kept).
+	// BENCHMARKS.md ("Eighth step") measures the default against others.
+	// Optional. Default 8. Valid range -1..100000 (-1: none kept).
 	KeepConsumers int
 	// DiscoverInterval is how often the retry stream's per-subject counts
 	// are read to find partners with a backlog that this process did not
