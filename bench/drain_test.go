@@ -57,6 +57,7 @@ type drainRun struct {
 	elapsed time.Duration
 	cpu     time.Duration
 	work    e2eWork // heap allocations and goroutines started, the server's included
+	fetched uint64  // messages fetched, redeliveries included (wide only; 0: not counted)
 }
 
 func (r *drainRun) delivered(partnerKey string) {
@@ -149,15 +150,15 @@ func startDrainProfile(b *testing.B, partners int, variant string) func() {
 // confirmed), p-min-msg/s and p-med-msg/s (each partner's backlog over the
 // time to its last delivery: the slowest and the median partner),
 // cpu-ns/msg (getrusage, server included), allocs/msg (the process's heap
-// allocations, server included: steadier than the times on a noisy
-// machine), t80-ms (the time from start to
+// allocations, server included, tiny ones aside (runtime/metrics'
+// /gc/heap/allocs:objects): steadier than the times on a noisy machine), t80-ms (the time from start to
 // the end of the first 100 ms window whose delivery rate reached 80 % of
 // the steady rate: the median 100 ms window rate over the second half of
 // the drain), steady-msg/s (that median window's rate: the steady state,
 // without the start and the tail) and the ratios floodgate/plain of msg/s
-// and of the steady rate. One op is one
-// message through both variants. Run it with -benchtime=200000x (see
-// BENCHMARKS.md).
+// and of the steady rate (and wide/plain-steady with -drain.wide). One op
+// is one message through every variant. Run it with -benchtime=200000x
+// (see BENCHMARKS.md).
 func BenchmarkDrain(b *testing.B) {
 	for _, partners := range []int{1, 10, 100} {
 		b.Run(fmt.Sprintf("partners=%d", partners), func(b *testing.B) {
@@ -194,6 +195,9 @@ func BenchmarkDrain(b *testing.B) {
 				b.ReportMetric(r.work.allocs/total, v.name+"-allocs/msg")
 				b.ReportMetric(r.t80().Seconds()*1000, v.name+"-t80-ms")
 				b.ReportMetric(r.steady(), v.name+"-steady-msg/s")
+				if r.fetched > 0 {
+					b.ReportMetric(float64(r.fetched)/total, v.name+"-fetched/msg")
+				}
 			}
 			b.ReportMetric(runs["plain"].elapsed.Seconds()/runs["floodgate"].elapsed.Seconds(), "floodgate/plain-rate")
 			if p := runs["plain"].steady(); p > 0 {
@@ -458,7 +462,11 @@ func drainPlain(b *testing.B, ctx context.Context, js jetstream.JetStream, prefi
 // AllPartners, its defaults) through the guarding middleware of a partner
 // registry (each message under its partner's breaker and bulkhead), its
 // gate always open: what that design costs, without the moves of a
-// partner between it and its own consumer that it would need.
+// partner between it and its own consumer that it would need. Its gate
+// does not see the partners' bulkheads, so where a partner gets more
+// calls at once than its bulkhead (one or ten partners), the refused ones
+// go back to the stream and are drained again: wide-fetched/msg counts
+// that.
 func drainWide(b *testing.B, ctx context.Context, js jetstream.JetStream, prefix string, partners []string, each int) *drainRun {
 	b.StopTimer()
 	drainCleanup(b, js, prefix)
@@ -508,6 +516,7 @@ func drainWide(b *testing.B, ctx context.Context, js jetstream.JetStream, prefix
 	go func() { done <- d.Run(dctx) }()
 	drainAwait(b, ctx, js, prefix, run, len(partners)*each, "wide")
 	run.elapsed, run.cpu, run.work = time.Since(run.start), cpuTime()-run.cpu, readWork().minus(run.work)
+	run.fetched = d.Stats().Fetched
 	stop()
 	b.StopTimer()
 	cancel()

@@ -132,13 +132,16 @@
 // ([PartnerDrainerConfig.MaxDraining]): a partner whose gate admits
 // messages and whose rate has a batch ready queues for a lane, creates its
 // consumer (state in server memory: the work-queue stream, not the
-// consumer, holds the messages), fetches one batch and, while others wait,
-// goes to the back of the queue; once its handlers are done it deletes the
-// consumer. So every partner with a backlog gets a batch per round of
-// turns, and the consumers on the stream stay few whatever the number of
-// partners: the server checks every consumer of a work-queue stream on
-// each ack, which made a consumer per partner 10-30 times slower than one
-// consumer at 1,000 partners. The drained messages in handlers are bounded
+// consumer, holds the messages), fetches for a slice of 100ms and, while
+// others wait, goes to the back of the queue; once its handlers are done
+// it keeps the consumer for its next turn (at most
+// [PartnerDrainerConfig.KeepConsumers] partners do) or deletes it. So
+// every partner with a backlog gets a slice per round of turns, and the
+// consumers on the stream stay few whatever the number of partners: the
+// server checks every consumer of a work-queue stream on each ack, which
+// made a consumer per partner 10-30 times slower than one consumer at
+// 1,000 partners (and the lanes share the in-flight bound, so fewer lanes
+// fetch larger batches). The drained messages in handlers are bounded
 // across partners ([PartnerDrainerConfig.MaxInFlight]) and shared max-min
 // fairly: free slots go to waiting partners in turn, and a partner holding
 // its fair share waits behind those below it, so slow partner calls cannot

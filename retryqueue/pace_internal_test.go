@@ -72,7 +72,9 @@ func TestPaceFromPartnerCallsOnlyAndResetAfterPause(t *testing.T) {
 
 	deliver.Store(true)
 	natstest.Eventually(t, 20*time.Second, func() bool {
-		n, err := d.Backlog(ctx)
+		bctx, stop := context.WithTimeout(context.Background(), 2*time.Second)
+		defer stop()
+		n, err := d.Backlog(bctx)
 		return err == nil && n == 0 && d.handlersIdle() && d.pace.Load() > 0
 	}, "the refused copies delivered, pace set: pace %v, stats %+v", natstest.Now(func() any { return time.Duration(d.pace.Load()) }), natstest.Now(func() any { return d.Stats() }))
 
