@@ -392,17 +392,15 @@ func drainFloodgate(b *testing.B, ctx context.Context, js jetstream.JetStream, p
 	return run
 }
 
-// drainPlain is the plain variant: one pull consumer, 64 workers, DoubleAck.
-func drainPlain(b *testing.B, ctx context.Context, js jetstream.JetStream, prefix string, partners []string, each int) *drainRun {
-	b.StopTimer()
-	drainCleanup(b, js, prefix)
-	run := &drainRun{times: map[string][]time.Duration{}}
+// drainQueue provisions and returns a retry queue of service under prefix,
+// publishing on js's connection: the plain and wide variants' own.
+func drainQueue(b *testing.B, ctx context.Context, js jetstream.JetStream, prefix, service string) *retryqueue.Queue {
 	pub, err := jsq.NewPublisher(jsq.PublisherConfig{Conn: js.Conn()})
 	if err != nil {
 		b.Fatal(err)
 	}
 	qcfg := drainQueueConfig(prefix)
-	qcfg.Publisher, qcfg.Service = pub, "plain"
+	qcfg.Publisher, qcfg.Service = pub, service
 	if err := retryqueue.Provision(ctx, js, qcfg); err != nil {
 		b.Fatal(err)
 	}
@@ -410,6 +408,15 @@ func drainPlain(b *testing.B, ctx context.Context, js jetstream.JetStream, prefi
 	if err != nil {
 		b.Fatal(err)
 	}
+	return q
+}
+
+// drainPlain is the plain variant: one pull consumer, 64 workers, DoubleAck.
+func drainPlain(b *testing.B, ctx context.Context, js jetstream.JetStream, prefix string, partners []string, each int) *drainRun {
+	b.StopTimer()
+	drainCleanup(b, js, prefix)
+	run := &drainRun{times: map[string][]time.Duration{}}
+	q := drainQueue(b, ctx, js, prefix, "plain")
 	drainFill(b, ctx, q, partners, each)
 	b.StartTimer()
 	stop := startDrainProfile(b, len(partners), "plain")
@@ -463,27 +470,14 @@ func drainPlain(b *testing.B, ctx context.Context, js jetstream.JetStream, prefi
 // registry (each message under its partner's breaker and bulkhead), its
 // gate always open: what that design costs, without the moves of a
 // partner between it and its own consumer that it would need. Its gate
-// does not see the partners' bulkheads, so where a partner gets more
-// calls at once than its bulkhead (one or ten partners), the refused ones
-// go back to the stream and are drained again: wide-fetched/msg counts
-// that.
+// does not see the partners' bulkheads: a call a bulkhead refused would go
+// back to the stream and be drained again, which wide-fetched/msg would
+// show above 1.
 func drainWide(b *testing.B, ctx context.Context, js jetstream.JetStream, prefix string, partners []string, each int) *drainRun {
 	b.StopTimer()
 	drainCleanup(b, js, prefix)
 	run := &drainRun{times: map[string][]time.Duration{}}
-	pub, err := jsq.NewPublisher(jsq.PublisherConfig{Conn: js.Conn()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	qcfg := drainQueueConfig(prefix)
-	qcfg.Publisher, qcfg.Service = pub, "wide"
-	if err := retryqueue.Provision(ctx, js, qcfg); err != nil {
-		b.Fatal(err)
-	}
-	q, err := retryqueue.New(qcfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	q := drainQueue(b, ctx, js, prefix, "wide")
 	reg, err := partner.New(partner.Config{})
 	if err != nil {
 		b.Fatal(err)
