@@ -58,8 +58,9 @@ const UnknownPartnerBudget = 1
 // eviction) and reads the breaker's state ([breaker.Breaker.State], which
 // takes no lock while closed; otherwise it takes the breaker's lock, and
 // the call then takes a [breaker.Breaker.Snapshot] and, half-open, a
-// [breaker.Breaker.Config] too); a gate allocates once, when made. Gates are safe for concurrent use. It panics if reg is
-// nil, a programming error better caught at start-up.
+// [breaker.Breaker.Config] too); a gate allocates once, when made. Gates
+// are safe for concurrent use. It panics if reg is nil, a programming
+// error better caught at start-up.
 //
 // The drainer's messages must go through a middleware with Partners set
 // to the same reg, which guards each with its route's partner
