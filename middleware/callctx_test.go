@@ -37,17 +37,20 @@ func TestCallCtxProbeAndPacked(t *testing.T) {
 }
 
 // TestCallCtxCause: through the embedding, a handler's context and one
-// derived from it are done at the deadline, with DeadlineExceeded as
-// their cause, the parent still running.
+// derived from it are done at the deadline, exactly (a synctest bubble),
+// with DeadlineExceeded as their cause, the parent still running.
 func TestCallCtxCause(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		parent, cancel := context.WithCancelCause(context.Background())
 		defer cancel(nil)
-		c := newCallCtx(parent, time.Now().Add(time.Second), true)
+		start := time.Now()
+		c := newCallCtx(parent, start.Add(time.Second), true)
 		child, stop := context.WithCancel(c)
 		defer stop()
-		time.Sleep(time.Second)
 		<-child.Done()
+		if got := time.Since(start); got != time.Second {
+			t.Fatalf("derived context done after %v, want the deadline, 1s", got)
+		}
 		if !errors.Is(context.Cause(c), context.DeadlineExceeded) || !errors.Is(context.Cause(child), context.DeadlineExceeded) {
 			t.Fatalf("Cause %v, child's %v; want DeadlineExceeded", context.Cause(c), context.Cause(child))
 		}
