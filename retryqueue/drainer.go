@@ -434,6 +434,19 @@ type Drainer struct {
 	// sliceEnd is when the current turn's slice ends (runTurns only; see
 	// turnSlice).
 	sliceEnd time.Time
+	// Set by a [PartnerDrainer] only, for its partners: park waits, between
+	// turns and holding no consumer, while the service consumer drains
+	// (see serviceconsumer.go), and parking reports that it wants the
+	// partners' turns to end.
+	park    func(context.Context)
+	parking func() bool
+	// Set by a [PartnerDrainer] only, for its service consumer: svc marks
+	// that drainer (its consumer lives in server memory and is removed
+	// after an idle spell, and Run ends when it is gone), and outcome hears
+	// each handled message's route and whether the partner took it
+	// (delivered, not failed, diverted or turned away).
+	svc     bool
+	outcome func(r route, took bool)
 
 	// calling counts the messages dispatched to the worker pool whose
 	// handler call has not returned yet (FIFO mode); waiting counts those
@@ -569,8 +582,20 @@ func (d *Drainer) ConsumerConfig() jetstream.ConsumerConfig {
 		// memory (no file written per ack). The work-queue stream keeps
 		// every unacked message, so a consumer lost with a server restart
 		// loses nothing; the drainer creates it again.
-		MemoryStorage: d.lanes != nil,
+		MemoryStorage: d.lanes != nil || d.svc,
+		// A service consumer outlives a crashed replica by this much at
+		// most: until then its filter holds every partner of the service.
+		InactiveThreshold: d.inactiveThreshold(),
 	}
+}
+
+// inactiveThreshold is the service consumer's InactiveThreshold: twice
+// AckWait, at least svcInactive; 0 (none) for any other drainer.
+func (d *Drainer) inactiveThreshold() time.Duration {
+	if !d.svc {
+		return 0
+	}
+	return max(svcInactive, 2*d.cfg.AckWait)
 }
 
 // FilterSubject returns the consumer's filter subject: the Queue's route
@@ -898,6 +923,12 @@ func (d *Drainer) Run(ctx context.Context) error {
 				break
 			}
 			if consumerGone(err) {
+				if d.svc {
+					// Another replica left the service consumer: so
+					// does this one.
+					d.waitHandlers()
+					return err
+				}
 				// Deleted under it (another replica's [PartnerDrainer]
 				// found the route empty): create it again. Work-queue
 				// retention kept every unacked message, and a new
@@ -1108,7 +1139,7 @@ func (d *Drainer) receive(ctx context.Context) error {
 // round (fetchBound, the free in-flight slots, the rate's tokens, the
 // shared bound, without waiting for it).
 func (d *Drainer) sendAhead(received int) {
-	if d.lanes != nil && d.lanes.waiting() || d.turned.Load() {
+	if d.yielding() || d.turned.Load() {
 		return
 	}
 	asked := received + d.puller.Asked()
@@ -1432,6 +1463,9 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 		// counts as returned, and neither wakes the round, so the round
 		// waits a poll interval (or a Wake) rather than fetching again.
 		d.turned.Store(true)
+		if d.outcome != nil {
+			d.outcome(r, false)
+		}
 		if it.counted {
 			s.admit()
 			d.calling.Add(-1)
@@ -1459,6 +1493,9 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 			d.observe(true, latency, true)
 			d.notePace(latency)
 		}
+	}
+	if d.outcome != nil && what != outcomeDead {
+		d.outcome(r, err == nil && what == outcomeNone && !(d.cfg.SlowCall > 0 && latency >= d.cfg.SlowCall))
 	}
 	if !d.settle(base, jm, wm, err) {
 		if it.key != "" && err != nil { // nakked: it comes back after settle's delay

@@ -79,6 +79,13 @@ func (l *lanes) releaseLocked() {
 // waiting reports whether a partner waits for a lane.
 func (l *lanes) waiting() bool { return l.waits.Load() > 0 }
 
+// yielding reports whether a [PartnerDrainer]'s partner is to end its turn
+// at the next chance: another partner waits for a lane, or the partners
+// are parking for the service consumer.
+func (d *Drainer) yielding() bool {
+	return d.lanes != nil && (d.lanes.waiting() || d.parking != nil && d.parking())
+}
+
 // turnEnd is what a [PartnerDrainer] partner's drainer knows at the end
 // of a turn, after its handlers: clean, every message it fetched in the
 // turn was acked (confirmed); shared, the consumer may hold another
@@ -97,7 +104,7 @@ func (t turnOver) Error() string { return "retryqueue: partner drain turn over" 
 // rest makes round wait dur, or, for a [PartnerDrainer]'s partner while
 // another partner waits for a lane, end the turn instead.
 func (d *Drainer) rest(ctx context.Context, dur time.Duration) error {
-	if d.lanes != nil && d.lanes.waiting() {
+	if d.yielding() {
 		return turnOver{dur}
 	}
 	d.sleep(ctx, dur)
@@ -116,7 +123,7 @@ const turnSlice = 100 * time.Millisecond
 // waits so within its turn's slice, and past it, while another partner
 // waits for a lane, ends the turn instead.
 func (d *Drainer) restSlots(ctx context.Context, dur time.Duration) error {
-	if d.lanes != nil && d.lanes.waiting() && !time.Now().Before(d.sliceEnd) {
+	if d.yielding() && !time.Now().Before(d.sliceEnd) {
 		return turnOver{dur}
 	}
 	d.sleep(ctx, dur)
@@ -149,6 +156,9 @@ func (d *Drainer) gatePaused(ctx context.Context) bool {
 func (d *Drainer) runTurns(ctx context.Context) error {
 	var cons jetstream.Consumer
 	for ctx.Err() == nil {
+		if cons == nil && d.park != nil {
+			d.park(ctx) // while the service consumer drains
+		}
 		d.tick(time.Now())
 		if d.cfg.Gate.Budget() <= 0 {
 			// No lane and no fetch while the gate admits nothing.
@@ -216,8 +226,7 @@ func (d *Drainer) turn(ctx context.Context, cons *jetstream.Consumer) (wait time
 	if *cons == nil {
 		c, err := d.openConsumer(ctx)
 		if errors.Is(err, ErrRouteConflict) || errors.Is(err, jsq.ErrConfigMismatch) {
-			d.cfg.Logger.Error("retryqueue: drain consumer refused", err, watermill.LogFields{"stream": d.cfg.Stream, "consumer": d.cfg.Consumer})
-			return 0, false, err
+			return 0, false, err // the PartnerDrainer logs it
 		}
 		if err != nil {
 			if ctx.Err() == nil {
@@ -244,7 +253,7 @@ func (d *Drainer) turn(ctx context.Context, cons *jetstream.Consumer) (wait time
 		var over turnOver
 		switch {
 		case err == nil:
-			if d.lanes.waiting() && (d.left == 0 || !now.Before(d.sliceEnd)) {
+			if d.yielding() && (d.left == 0 || !now.Before(d.sliceEnd)) {
 				return 0, shared, nil
 			}
 			// Nobody waits, or the slice and the backlog last: keep the

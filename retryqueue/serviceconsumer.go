@@ -1,0 +1,352 @@
+package retryqueue
+
+import (
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/floodgate-go/floodgate/partner"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The service consumer: while many partners of a service have a backlog
+// and every one of their breakers is closed, a [PartnerDrainer] drains
+// them through one consumer filtering the whole service, rather than a
+// consumer per partner taking turns. On the work-queue retry stream each
+// filtered consumer costs the server a walk past the other partners'
+// interleaved messages to find its own, and an interest check on every
+// ack; one consumer reads the stream in order (BENCHMARKS.md, "Ninth
+// step").
+
+// ServiceConsumerName returns the name of the durable consumer a
+// [PartnerDrainer] of service drains through while it uses its service
+// consumer (see [PartnerDrainerConfig.ServiceConsumerFrom]): the prefix
+// and service token of [ConsumerName], then "~~all", which no partner
+// token spells (a token never holds '~'). Every replica of the service
+// uses the same one.
+func ServiceConsumerName(service string) string {
+	return consumerPrefix + partner.Token(service) + "~~all"
+}
+
+// svcPhase is where a [PartnerDrainer]'s service consumer is.
+type svcPhase int
+
+const (
+	svcOff      svcPhase = iota // the partners drain on their own consumers
+	svcEntering                 // the partners end their turns and park
+	svcOn                       // the service consumer drains; the partners stay parked
+)
+
+// svcState is a [PartnerDrainer]'s service consumer; its fields are
+// guarded by PartnerDrainer.mu.
+type svcState struct {
+	phase  svcPhase
+	parked int                // partners parked (drainPart.parked)
+	resume chan struct{}      // closed when the phase goes back to svcOff
+	leave  string             // why it is to end ("" while it may go on)
+	cancel context.CancelFunc // svcOn: ends the service consumer's Run
+	// backoff is the wait after the last leave (doubling per leave from
+	// svcBackoffMin to svcBackoffMax; 0 after one that drained the
+	// backlog); no entry before notBefore.
+	backoff   time.Duration
+	notBefore time.Time
+}
+
+// Service consumer timing.
+const (
+	// svcCheck is how often a PartnerDrainer looks whether its partners
+	// may drain through the service consumer.
+	svcCheck = 100 * time.Millisecond
+	// svcParkWait bounds how long the partners may take to end their
+	// turns and delete their consumers; past it the entry is given up.
+	svcParkWait = time.Second
+	// svcQuiet is how long a partner's drain must have seen no failure
+	// (its own calls or live ones) before it moves to the service consumer.
+	svcQuiet = 2 * time.Second
+	// svcBackoffMin and svcBackoffMax bound the wait after a leave that
+	// did not drain the backlog (jittered from half to the whole).
+	svcBackoffMin = time.Second
+	svcBackoffMax = time.Minute
+	// svcInactive is the least InactiveThreshold of the service consumer:
+	// a crashed replica's outlives it by that much at most.
+	svcInactive = 30 * time.Second
+)
+
+// runServiceConsumer is Run's second goroutine: every svcCheck it looks
+// whether the partners may drain through the service consumer, and if so
+// drains through it until it leaves.
+func (p *PartnerDrainer) runServiceConsumer(ctx context.Context) {
+	defer p.wg.Done()
+	t := time.NewTicker(svcCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if p.serviceReady(ctx, time.Now()) {
+			p.serveService(ctx)
+		}
+	}
+}
+
+// serviceReady reports whether the service consumer may start now: no
+// backoff since its last leave, at least ServiceConsumerFrom partners
+// draining here, and every one of them closed ([ClosedGate]), past its
+// first delivery, and without a failure for svcQuiet. To join another
+// replica's (a partner's consumer was refused beside it: the partners
+// cannot drain on their own), every partner draining here need only be
+// closed. Only runServiceConsumer calls it (it alone writes
+// drainPart.failSeen and failAt).
+func (p *PartnerDrainer) serviceReady(ctx context.Context, now time.Time) bool {
+	join := p.svcJoin.Swap(false)
+	p.mu.Lock()
+	if p.svc.phase != svcOff || !join && (now.Before(p.svc.notBefore) || len(p.parts) < p.cfg.ServiceConsumerFrom) {
+		p.mu.Unlock()
+		return false
+	}
+	parts := make([]*drainPart, 0, len(p.parts))
+	for _, e := range p.parts {
+		parts = append(parts, e)
+	}
+	p.mu.Unlock()
+	ready := true
+	for _, e := range parts {
+		if f := e.d.failures.Load(); f != e.failSeen {
+			e.failSeen, e.failAt = f, now
+		}
+		if !gateClosed(e.d.cfg.Gate) || !join && (!e.failAt.IsZero() && now.Sub(e.failAt) < svcQuiet || e.d.drained.Load() == 0) {
+			ready = false
+		}
+	}
+	return ready && (!join || p.serviceConsumerExists(ctx))
+}
+
+// serviceConsumerExists reports whether the service consumer exists on the
+// retry stream (one request).
+func (p *PartnerDrainer) serviceConsumerExists(ctx context.Context) bool {
+	_, err := p.cfg.JetStream.Consumer(ctx, p.stream, ServiceConsumerName(p.cfg.Queue.Service()))
+	return err == nil
+}
+
+// serveService parks the partners, drains through the service consumer
+// until it leaves, and lets the partners go on.
+func (p *PartnerDrainer) serveService(ctx context.Context) {
+	p.mu.Lock()
+	p.svc.phase, p.svc.leave, p.svc.resume = svcEntering, "", make(chan struct{})
+	p.svcWant.Store(true)
+	p.mu.Unlock()
+	created, drained, why := p.serviceTurn(ctx)
+	if created {
+		// Nothing of it runs here any more. Another replica's messages
+		// held on it go back to the stream (its acks fail: duplicates,
+		// never a loss), and so do messages waiting out a nak delay.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.Queue.cfg.PublishTimeout)
+		err := p.cfg.JetStream.DeleteConsumer(dctx, p.stream, ServiceConsumerName(p.cfg.Queue.Service()))
+		cancel()
+		if err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			p.cfg.Drainer.Logger.Error("retryqueue: delete the service consumer", err, watermill.LogFields{"stream": p.stream, "service": p.cfg.Queue.Service()})
+		}
+	}
+	p.mu.Lock()
+	if drained {
+		p.svc.backoff, p.svc.notBefore = 0, time.Time{}
+	} else {
+		p.svc.backoff = min(svcBackoffMax, max(svcBackoffMin, 2*p.svc.backoff))
+		p.svc.notBefore = time.Now().Add(p.svc.backoff/2 + rand.N(p.svc.backoff/2+1))
+	}
+	p.svc.phase, p.svc.cancel = svcOff, nil
+	p.svcWant.Store(false)
+	close(p.svc.resume)
+	backoff := p.svc.backoff
+	p.mu.Unlock()
+	if created {
+		p.svcLeaves.Add(1)
+	}
+	p.cfg.Drainer.Logger.Info("retryqueue: partners drain on their own consumers", watermill.LogFields{"stream": p.stream, "service": p.cfg.Queue.Service(), "why": why, "backoff": backoff})
+	p.Discover() // partners whose backlog the service consumer saw first
+}
+
+// serviceTurn is serveService's middle: it waits for the partners to park
+// (svcParkWait at most), creates the service consumer and drains through
+// it until it leaves. It reports whether it created the consumer, whether
+// the drain ended with the service's backlog empty, and why it left.
+func (p *PartnerDrainer) serviceTurn(ctx context.Context) (created, drained bool, why string) {
+	deadline := time.Now().Add(svcParkWait)
+	for {
+		p.mu.Lock()
+		leave, all := p.svc.leave, p.svc.parked == len(p.parts)
+		p.mu.Unlock()
+		switch {
+		case leave != "":
+			return false, false, leave
+		case all:
+		case ctx.Err() != nil:
+			return false, false, "stopped"
+		case !time.Now().Before(deadline):
+			return false, false, "partners still hold consumers (messages awaiting an ack)"
+		default:
+			sleepCtx(ctx, 5*time.Millisecond)
+			continue
+		}
+		break
+	}
+	w, err := p.newServiceDrainer()
+	if err != nil {
+		return false, false, err.Error()
+	}
+	// Created here rather than in Run, so that the refusal expected beside
+	// another replica's partner consumers is not logged as an error.
+	if _, err := p.cfg.JetStream.CreateConsumer(ctx, p.stream, w.ConsumerConfig()); err != nil {
+		return false, false, "service consumer refused: " + err.Error()
+	}
+	var empty bool
+	w.idle = func(ctx context.Context) bool {
+		c, err := p.cfg.JetStream.Consumer(ctx, p.stream, w.Consumer())
+		if err != nil {
+			return false
+		}
+		info := c.CachedInfo()
+		empty = info.NumPending == 0 && info.NumAckPending == 0
+		return empty
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p.mu.Lock()
+	if p.svc.leave != "" {
+		p.mu.Unlock()
+		return true, false, p.svc.leave
+	}
+	p.svc.phase, p.svc.cancel = svcOn, cancel
+	p.mu.Unlock()
+	p.svcRuns.Add(1)
+	p.cfg.Drainer.Logger.Info("retryqueue: partners drain through the service consumer", watermill.LogFields{"stream": p.stream, "service": p.cfg.Queue.Service(), "rate": w.Rate()})
+	err = w.Run(wctx)
+	p.mu.Lock()
+	why = p.svc.leave
+	p.mu.Unlock()
+	switch {
+	case err != nil:
+		return true, false, "service consumer: " + err.Error()
+	case empty:
+		return true, true, "backlog drained"
+	case why == "":
+		return true, false, "stopped"
+	}
+	return true, false, why
+}
+
+// newServiceDrainer returns the service consumer's drainer: the template's
+// rates and settings for every partner of the service, its gate always
+// open (each message still meets its partner's breaker and bulkhead in the
+// handler), the whole MaxInFlight, starting at the sum of the partners'
+// rates (MaxRate, if set, times the partners).
+func (p *PartnerDrainer) newServiceDrainer() (*Drainer, error) {
+	p.mu.Lock()
+	var sum float64
+	n := len(p.parts)
+	for _, e := range p.parts {
+		sum += e.d.Rate()
+	}
+	p.mu.Unlock()
+	c := p.cfg.Drainer
+	c.JetStream, c.Queue, c.Handler = p.cfg.JetStream, p.cfg.Queue, p.cfg.Handler
+	c.AllPartners, c.Consumer = true, ServiceConsumerName(p.cfg.Queue.Service())
+	c.Gate = GateFunc(func() int { return math.MaxInt })
+	c.MaxInFlight = min(p.cfg.MaxInFlight, 10000)
+	if c.MaxRate > 0 {
+		c.MaxRate *= float64(max(1, n))
+	}
+	d, err := NewDrainer(c)
+	if err != nil {
+		return nil, err
+	}
+	d.svc, d.share, d.outcome = true, p.share, p.serviceOutcome
+	d.SetRate(sum)
+	return d, nil
+}
+
+// serviceOutcome hears each message the service consumer handled: one its
+// partner took counts as drained by the partner's drain; any other
+// (failed, diverted, turned away) ends the service consumer.
+func (p *PartnerDrainer) serviceOutcome(r route, took bool) {
+	if !took {
+		p.leaveService("partner " + r.partnerToken + " did not take a message")
+		return
+	}
+	p.mu.Lock()
+	e := p.parts[r.partnerToken]
+	p.mu.Unlock()
+	if e != nil {
+		e.d.drained.Add(1)
+	}
+}
+
+// leaveService ends the service consumer (or its entry) for reason why;
+// the first reason stands. It never blocks.
+func (p *PartnerDrainer) leaveService(why string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.svc.phase == svcOff || p.svc.leave != "" {
+		return
+	}
+	p.svc.leave = why
+	if p.svc.cancel != nil {
+		p.svc.cancel()
+	}
+}
+
+// park holds e's drainer, between turns and holding no consumer, while
+// the service consumer is entering or on. A parked partner whose gate is
+// not closed (its breaker tripped: it is woken on every transition) ends
+// the service consumer.
+func (p *PartnerDrainer) park(ctx context.Context, e *drainPart) {
+	for {
+		p.mu.Lock()
+		if p.svc.phase == svcOff || ctx.Err() != nil {
+			if e.parked {
+				e.parked = false
+				p.svc.parked--
+			}
+			p.mu.Unlock()
+			return
+		}
+		if !e.parked {
+			e.parked = true
+			p.svc.parked++
+		}
+		resume := p.svc.resume
+		p.mu.Unlock()
+		if !gateClosed(e.d.cfg.Gate) {
+			p.leaveService("partner " + e.rt.partnerToken + " is not closed")
+		}
+		select {
+		case <-resume:
+		case <-ctx.Done():
+		case <-e.poke:
+		}
+	}
+}
+
+// ServiceConsumer reports whether the service's backlog drains through
+// the service consumer now ([ServiceConsumerName]; see
+// [PartnerDrainerConfig.ServiceConsumerFrom]). It does no I/O.
+func (p *PartnerDrainer) ServiceConsumer() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.svc.phase == svcOn
+}
+
+// sleepCtx waits dur or until ctx is done.
+func sleepCtx(ctx context.Context, dur time.Duration) {
+	t := time.NewTimer(dur)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
