@@ -82,8 +82,8 @@ type PartnerDrainerConfig struct {
 	// read when Run starts.
 	// Optional. Default 10s. Valid range >= 10ms.
 	DiscoverInterval time.Duration
-	// ServiceConsumerFrom is how many partners must be draining here at
-	// once for the service's backlog to drain through one consumer, the
+	// ServiceConsumerFrom is the number of partners draining here at once
+	// from which the service's backlog drains through one consumer, the
 	// service consumer ([ServiceConsumerName]), rather than each partner
 	// on its own. It happens only with gates that are [ClosedGate]s
 	// (floodgate's are), once every partner draining here is closed, has

@@ -61,8 +61,9 @@ const (
 	// may drain through the service consumer.
 	svcCheck = 100 * time.Millisecond
 	// svcParkWait bounds how long the partners may take to end their
-	// turns and delete their consumers; past it the entry is given up.
-	svcParkWait = time.Second
+	// turns, wait for their handlers and delete their consumers; past it
+	// the entry is given up.
+	svcParkWait = 2 * time.Second
 	// svcQuiet is how long a partner's drain must have seen no failure
 	// (its own calls or live ones) before it moves to the service consumer.
 	svcQuiet = 2 * time.Second
@@ -139,6 +140,9 @@ func (p *PartnerDrainer) serveService(ctx context.Context) {
 	p.mu.Lock()
 	p.svc.phase, p.svc.leave, p.svc.resume = svcEntering, "", make(chan struct{})
 	p.svcWant.Store(true)
+	for _, e := range p.parts {
+		e.d.Wake() // a partner waiting for its rate parks now
+	}
 	p.mu.Unlock()
 	created, drained, why := p.serviceTurn(ctx)
 	if created {

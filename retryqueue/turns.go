@@ -185,6 +185,10 @@ func (d *Drainer) runTurns(ctx context.Context) error {
 		if d.lanes.acquire(ctx) != nil {
 			break
 		}
+		if cons == nil && d.parking != nil && d.parking() {
+			d.lanes.release() // no turn: park first
+			continue
+		}
 		f0, s0 := d.fetched.Load(), d.drained.Load()+d.dead.Load()
 		d.left = math.MaxUint64
 		wait, shared, err := d.turn(ctx, &cons)
