@@ -152,8 +152,8 @@
 // the server: a filtered consumer walks past the other partners'
 // interleaved messages to find its own. So while more partners have a
 // backlog than there are lanes ([PartnerDrainerConfig.ServiceConsumerFrom])
-// and every one of them is closed and past its first delivery without a
-// failure, they park, delete their consumers, and the service drains
+// and every one of them has been closed for a second without a failure,
+// they park, delete their consumers, and the service drains
 // through one consumer ([ServiceConsumerName]) that reads the stream in
 // order; each message still meets its partner's breaker and bulkhead in
 // the handler. The first message a partner does not take, or a partner

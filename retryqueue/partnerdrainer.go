@@ -86,12 +86,13 @@ type PartnerDrainerConfig struct {
 	// from which the service's backlog drains through one consumer, the
 	// service consumer ([ServiceConsumerName]), rather than each partner
 	// on its own. It happens only with gates that are [ClosedGate]s
-	// (floodgate's are), once every partner draining here is closed, has
-	// delivered from its backlog, and has seen no failure for 2s. The
-	// partners then end their turns, delete their consumers and wait; the
-	// service consumer reads the stream in order and hands each message
-	// to Handler, where it meets its partner's breaker and bulkhead as
-	// ever. Its rate starts at the sum of the partners' rates and adapts
+	// (floodgate's are), once every partner draining here has been closed
+	// for 1s (its own drain's slow start paces it meanwhile) and has seen
+	// no failure for 2s. The partners then end their turns, delete their
+	// consumers and wait; the service consumer reads the stream in order
+	// (the oldest message first, whatever its partner, rather than the
+	// partners' max-min fair shares) and hands each message to Handler,
+	// where it meets its partner's breaker and bulkhead as ever. Its rate starts at the sum of the partners' rates and adapts
 	// as one. The first message a partner does not take (a failure, a
 	// slow call, a diversion, a refusal), a failed live call, or a
 	// partner's gate leaving closed ends it: the service consumer is
@@ -295,6 +296,9 @@ type drainPart struct {
 	// look, and failAt when that look found it changed (that goroutine's).
 	failSeen uint64
 	failAt   time.Time
+	// closedAt is when runServiceConsumer's looks began to find its gate
+	// closed (zero: not closed at the last look; that goroutine's).
+	closedAt time.Time
 }
 
 // NewPartnerDrainer returns a [PartnerDrainer]. It returns an error

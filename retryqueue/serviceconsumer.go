@@ -64,6 +64,11 @@ const (
 	// turns, wait for their handlers and delete their consumers; past it
 	// the entry is given up.
 	svcParkWait = 2 * time.Second
+	// svcClosedFor is how long a partner's breaker must have been closed
+	// (at every look) before it moves to the service consumer: its own
+	// drain's slow start paces a just-recovered partner meanwhile, and the
+	// service consumer starts from the rates the partners reached.
+	svcClosedFor = time.Second
 	// svcQuiet is how long a partner's drain must have seen no failure
 	// (its own calls or live ones) before it moves to the service consumer.
 	svcQuiet = 2 * time.Second
@@ -97,12 +102,12 @@ func (p *PartnerDrainer) runServiceConsumer(ctx context.Context) {
 
 // serviceReady reports whether the service consumer may start now: no
 // backoff since its last leave, at least ServiceConsumerFrom partners
-// draining here, and every one of them closed ([ClosedGate]), past its
-// first delivery, and without a failure for svcQuiet. To join another
+// draining here, and every one of them closed ([ClosedGate]) at every
+// look for svcClosedFor, and without a failure for svcQuiet. To join another
 // replica's (a partner's consumer was refused beside it: the partners
 // cannot drain on their own), every partner draining here need only be
 // closed. Only runServiceConsumer calls it (it alone writes
-// drainPart.failSeen and failAt).
+// drainPart.failSeen, failAt and closedAt).
 func (p *PartnerDrainer) serviceReady(ctx context.Context, now time.Time) bool {
 	join := p.svcJoin.Swap(false)
 	p.mu.Lock()
@@ -120,7 +125,14 @@ func (p *PartnerDrainer) serviceReady(ctx context.Context, now time.Time) bool {
 		if f := e.d.failures.Load(); f != e.failSeen {
 			e.failSeen, e.failAt = f, now
 		}
-		if !gateClosed(e.d.cfg.Gate) || !join && (!e.failAt.IsZero() && now.Sub(e.failAt) < svcQuiet || e.d.drained.Load() == 0) {
+		closed := gateClosed(e.d.cfg.Gate)
+		switch {
+		case !closed:
+			e.closedAt = time.Time{}
+		case e.closedAt.IsZero():
+			e.closedAt = now
+		}
+		if !closed || !join && (now.Sub(e.closedAt) < svcClosedFor || !e.failAt.IsZero() && now.Sub(e.failAt) < svcQuiet) {
 			ready = false
 		}
 	}
