@@ -152,12 +152,13 @@
 // the server: a filtered consumer walks past the other partners'
 // interleaved messages to find its own. So while more partners have a
 // backlog than there are lanes ([PartnerDrainerConfig.ServiceConsumerFrom])
-// and every one of them has been closed for a second without a failure,
-// they park, delete their consumers, and the service drains
-// through one consumer ([ServiceConsumerName]) that reads the stream in
-// order; each message still meets its partner's breaker and bulkhead in
-// the handler. The first message a partner does not take, or a partner
-// leaving closed, ends it, and the partners go on from their own rates.
+// and every one of them has been closed for a second (and without a
+// failure for two), they park, delete their consumers, and the service
+// drains through one consumer ([ServiceConsumerName]) that reads the
+// stream in order; each message still meets its partner's own drain rate,
+// and its breaker and bulkhead in the handler. The first call a partner
+// does not take, or a partner leaving closed, ends it, and the partners
+// go on from their own rates.
 //
 // A partner's drain starts when its Queue diverts a message to it, on
 // [PartnerDrainer.Wake] (call it from the breaker's state listener), or

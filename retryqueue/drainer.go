@@ -440,13 +440,20 @@ type Drainer struct {
 	// partners' turns to end.
 	park    func(context.Context)
 	parking func() bool
+	// holding: between turns, the partner holds a consumer it did not
+	// keep clean (messages of it await an ack), so it cannot park.
+	holding atomic.Bool
 	// Set by a [PartnerDrainer] only, for its service consumer: svc marks
 	// that drainer (its consumer lives in server memory and is removed
 	// after an idle spell, and Run ends when it is gone), and outcome hears
-	// each handled message's route and whether the partner took it
-	// (delivered, not failed, diverted or turned away).
+	// each handled message's route, what became of its call and how long
+	// it took.
 	svc     bool
-	outcome func(r route, took bool)
+	outcome func(r route, v verdict, latency time.Duration)
+	// partnerRate reports whether r's partner's own drain rate has a
+	// token for one more message now (the service consumer's only): one
+	// without goes back to the backlog for a poll interval.
+	partnerRate func(r route) bool
 
 	// calling counts the messages dispatched to the worker pool whose
 	// handler call has not returned yet (FIFO mode); waiting counts those
@@ -465,6 +472,16 @@ type Drainer struct {
 
 	fetched, drained, redelivered, deferred, dead, ackErrors, gateClosed, failures, backoffs atomic.Uint64
 }
+
+// verdict is what became of a call the service consumer handed over (see
+// Drainer.outcome).
+type verdict int
+
+const (
+	took    verdict = iota // delivered (however long it took)
+	failed                 // the call failed: diverted for it, or dead-lettered after its last attempt, or the handler's error
+	refused                // never reached the partner: the breaker, its bulkhead, a diversion for another reason
+)
 
 // interval counts outcomes since the control's last look; drainedBad are
 // the drainer's own among bad; slowest is the longest latency among them.
@@ -1426,6 +1443,13 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 	} else if why = checkRoute(wm, r, d.cfg.Queue.cfg.Service); why == "" {
 		r = withKey(wm, r)
 	}
+	if why == "" && d.partnerRate != nil && !d.partnerRate(r) {
+		// Beyond its partner's own rate: back in a poll interval, as a
+		// message the breaker turned away (no attempt).
+		d.returned(it, nil)
+		d.deferMsg(it, d.cfg.PollInterval)
+		return false
+	}
 	deadReason, cause := DeadReasonRoute, error(nil)
 	if why != "" {
 		cause = fmt.Errorf("%w: %s", ErrRouteMismatch, why)
@@ -1464,7 +1488,7 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 		// waits a poll interval (or a Wake) rather than fetching again.
 		d.turned.Store(true)
 		if d.outcome != nil {
-			d.outcome(r, false)
+			d.outcome(r, refused, latency)
 		}
 		if it.counted {
 			s.admit()
@@ -1494,8 +1518,15 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 			d.notePace(latency)
 		}
 	}
-	if d.outcome != nil && what != outcomeDead {
-		d.outcome(r, err == nil && what == outcomeNone && !(d.cfg.SlowCall > 0 && latency >= d.cfg.SlowCall))
+	if d.outcome != nil {
+		switch {
+		case err == nil && what == outcomeNone:
+			d.outcome(r, took, latency)
+		case err != nil || reason == ReasonFailure && (what == outcomeDiverted || what == outcomeDead):
+			d.outcome(r, failed, latency) // a dead letter after a failed call's last attempt too
+		case what != outcomeDead: // a dead letter is otherwise the message's own end
+			d.outcome(r, refused, latency)
+		}
 	}
 	if !d.settle(base, jm, wm, err) {
 		if it.key != "" && err != nil { // nakked: it comes back after settle's delay

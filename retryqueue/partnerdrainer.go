@@ -92,16 +92,22 @@ type PartnerDrainerConfig struct {
 	// consumers and wait; the service consumer reads the stream in order
 	// (the oldest message first, whatever its partner, rather than the
 	// partners' max-min fair shares) and hands each message to Handler,
-	// where it meets its partner's breaker and bulkhead as ever. Its rate starts at the sum of the partners' rates and adapts
-	// as one. The first message a partner does not take (a failure, a
-	// slow call, a diversion, a refusal), a failed live call, or a
-	// partner's gate leaving closed ends it: the service consumer is
-	// deleted and the partners go on from their own rates. A leave that
-	// did not drain the backlog waits from 1s, doubling to 1 min, before
-	// the next entry. Replicas share the one consumer; while another
-	// replica's partners drain on their own consumers the stream refuses
-	// it, and the partners go on theirs. BENCHMARKS.md ("Ninth step")
-	// measures it.
+	// where it meets its partner's breaker and bulkhead as ever. Each
+	// partner keeps its own drain rate: a message beyond it goes back to
+	// the backlog for a PollInterval, and the rate adapts to the
+	// partner's calls as on its own consumer; the service consumer
+	// fetches at the sum of the rates, with the whole MaxInFlight (at most
+	// 10,000). The first call a partner does not take (a failure, a slow
+	// call, a diversion, a refusal), a failed live call, or a partner's
+	// gate leaving closed ends it: the service consumer is deleted and
+	// the partners go on from their own rates. A leave that did not drain
+	// the backlog waits 0.5-1s (jittered), doubling per leave to 1 min,
+	// before the next entry. Replicas share the one consumer (a leave
+	// deletes it under the others, whose messages in flight are then
+	// delivered again); while another replica's partners drain on their
+	// own consumers the stream refuses it, and the partners go on theirs;
+	// a partner refused beside another replica's joins it. BENCHMARKS.md
+	// ("Ninth step") measures it.
 	// Optional. Default MaxDraining+1: partners beyond the lanes, which
 	// would take turns. Valid range -1 (never) or 2..100000.
 	ServiceConsumerFrom int
@@ -276,8 +282,9 @@ type PartnerDrainer struct {
 	wg      sync.WaitGroup   // the partners' Run goroutines, and runServiceConsumer
 	svc     svcState         // see serviceconsumer.go
 
-	svcWant            atomic.Bool // svc.phase != svcOff: the partners park
-	svcJoin            atomic.Bool // a partner's consumer was refused beside the service consumer
+	svcWant            atomic.Bool             // svc.phase != svcOff: the partners park
+	svcJoin            atomic.Bool             // a partner's consumer was refused beside the service consumer
+	svcW               atomic.Pointer[Drainer] // the service consumer's drainer while it drains
 	svcRuns, svcLeaves atomic.Uint64
 }
 
@@ -328,7 +335,9 @@ func NewPartnerDrainer(cfg PartnerDrainerConfig) (*PartnerDrainer, error) {
 // drainers to finish their handlers in flight and returns nil. It returns
 // [ErrRunning] if already running. A partner's drainer that fails to start
 // (its consumer refused: [ErrRouteConflict], a [*jsq.ConfigMismatchError])
-// is logged and tried again at the next discovery.
+// is logged and tried again at the next discovery; one refused beside
+// another replica's service consumer joins it, or waits for it to go (see
+// [PartnerDrainerConfig.ServiceConsumerFrom]).
 func (p *PartnerDrainer) Run(ctx context.Context) error {
 	if !p.running.CompareAndSwap(false, true) {
 		return ErrRunning
@@ -470,9 +479,13 @@ func (p *PartnerDrainer) runPart(ctx context.Context, e *drainPart) {
 		case err == nil:
 		case errors.Is(err, ErrRouteConflict) && p.serviceConsumerExists(ctx):
 			// Another replica drains the service through its service
-			// consumer: join it.
-			p.cfg.Drainer.Logger.Info("retryqueue: partner drains through another replica's service consumer", watermill.LogFields{"stream": p.stream, "consumer": e.d.Consumer()})
+			// consumer: join it, or wait for it to go.
+			p.cfg.Drainer.Logger.Debug("retryqueue: partner drains through another replica's service consumer", watermill.LogFields{"stream": p.stream, "consumer": e.d.Consumer()})
 			p.svcJoin.Store(true)
+			p.awaitService(ctx, e)
+			if ctx.Err() == nil {
+				continue
+			}
 		default:
 			p.cfg.Drainer.Logger.Error("retryqueue: partner drainer", err, watermill.LogFields{"stream": p.stream, "consumer": e.d.Consumer()})
 		}
@@ -497,6 +510,22 @@ func (p *PartnerDrainer) runPart(ctx context.Context, e *drainPart) {
 			cancel()
 		}
 		return
+	}
+}
+
+// awaitService holds e, whose consumer the stream refused beside another
+// replica's service consumer, until this one drains through it too (then
+// e parks until it leaves) or for DiscoverInterval (then e tries its own
+// consumer again). Meanwhile e stays a partner draining here
+// ([PartnerDrainer.HasBacklog]).
+func (p *PartnerDrainer) awaitService(ctx context.Context, e *drainPart) {
+	deadline := time.Now().Add(p.cfg.DiscoverInterval)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		if p.svcWant.Load() {
+			p.park(ctx, e)
+			return
+		}
+		sleepCtx(ctx, svcCheck)
 	}
 }
 
@@ -710,12 +739,17 @@ func (p *PartnerDrainer) HasBacklog(partnerKey string) bool {
 
 // Observe reports the outcome of one live delivery to partner partnerKey
 // to that partner's adaptive drain rate, as [Drainer.Observe] does; it is
-// ignored while the partner's drain does not run. Call it from the
+// ignored while the partner's drain does not run. A failed one ends the
+// service consumer, if it drains (see
+// [PartnerDrainerConfig.ServiceConsumerFrom]). Call it from the
 // middleware's event hook for admitted calls. It never blocks on I/O.
 func (p *PartnerDrainer) Observe(partnerKey, uuid string, failed bool, latency time.Duration) {
 	p.mu.Lock()
 	e := p.parts[partner.Token(partnerKey)]
 	p.mu.Unlock()
+	if w := p.svcW.Load(); w != nil && w.inflight.has(uuid) {
+		return // the service consumer's own call: serviceOutcome counts it
+	}
 	if e != nil {
 		e.d.Observe(uuid, failed, latency)
 	}

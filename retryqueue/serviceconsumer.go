@@ -3,6 +3,7 @@ package retryqueue
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"time"
@@ -48,6 +49,7 @@ type svcState struct {
 	resume chan struct{}      // closed when the phase goes back to svcOff
 	leave  string             // why it is to end ("" while it may go on)
 	cancel context.CancelFunc // svcOn: ends the service consumer's Run
+	w      *Drainer           // svcOn: the service consumer's drainer
 	// backoff is the wait after the last leave (doubling per leave from
 	// svcBackoffMin to svcBackoffMax; 0 after one that drained the
 	// backlog); no entry before notBefore.
@@ -76,6 +78,9 @@ const (
 	// did not drain the backlog (jittered from half to the whole).
 	svcBackoffMin = time.Second
 	svcBackoffMax = time.Minute
+	// svcBackMin is how many messages may go back for their partners'
+	// rates in a tick of paceParked, whatever was delivered.
+	svcBackMin = 10
 	// svcInactive is the least InactiveThreshold of the service consumer:
 	// a crashed replica's outlives it by that much at most.
 	svcInactive = 30 * time.Second
@@ -103,24 +108,28 @@ func (p *PartnerDrainer) runServiceConsumer(ctx context.Context) {
 // serviceReady reports whether the service consumer may start now: no
 // backoff since its last leave, at least ServiceConsumerFrom partners
 // draining here, and every one of them closed ([ClosedGate]) at every
-// look for svcClosedFor, and without a failure for svcQuiet. To join another
-// replica's (a partner's consumer was refused beside it: the partners
-// cannot drain on their own), every partner draining here need only be
-// closed. Only runServiceConsumer calls it (it alone writes
-// drainPart.failSeen, failAt and closedAt).
+// look for svcClosedFor, without a failure for svcQuiet, and holding no
+// consumer with messages awaiting an ack (which it could not delete to
+// park). To join another replica's (a partner's consumer was refused
+// beside it: the partners cannot drain on their own), the partners
+// draining here need only be closed and hold no such consumer. It looks
+// at every partner's gate and failures on every call, ready or not. Only
+// runServiceConsumer calls it (it alone writes drainPart.failSeen, failAt
+// and closedAt).
 func (p *PartnerDrainer) serviceReady(ctx context.Context, now time.Time) bool {
-	join := p.svcJoin.Swap(false)
 	p.mu.Lock()
-	if p.svc.phase != svcOff || !join && (now.Before(p.svc.notBefore) || len(p.parts) < p.cfg.ServiceConsumerFrom) {
+	if p.svc.phase != svcOff {
 		p.mu.Unlock()
 		return false
 	}
+	backoff, many := now.Before(p.svc.notBefore), len(p.parts) >= p.cfg.ServiceConsumerFrom
 	parts := make([]*drainPart, 0, len(p.parts))
 	for _, e := range p.parts {
 		parts = append(parts, e)
 	}
 	p.mu.Unlock()
-	ready := true
+	join := !backoff && p.svcJoin.Swap(false)
+	ready := !backoff && (many || join)
 	for _, e := range parts {
 		if f := e.d.failures.Load(); f != e.failSeen {
 			e.failSeen, e.failAt = f, now
@@ -132,7 +141,7 @@ func (p *PartnerDrainer) serviceReady(ctx context.Context, now time.Time) bool {
 		case e.closedAt.IsZero():
 			e.closedAt = now
 		}
-		if !closed || !join && (now.Sub(e.closedAt) < svcClosedFor || !e.failAt.IsZero() && now.Sub(e.failAt) < svcQuiet) {
+		if !closed || e.d.holding.Load() || !join && (now.Sub(e.closedAt) < svcClosedFor || !e.failAt.IsZero() && now.Sub(e.failAt) < svcQuiet) {
 			ready = false
 		}
 	}
@@ -175,7 +184,8 @@ func (p *PartnerDrainer) serveService(ctx context.Context) {
 		p.svc.backoff = min(svcBackoffMax, max(svcBackoffMin, 2*p.svc.backoff))
 		p.svc.notBefore = time.Now().Add(p.svc.backoff/2 + rand.N(p.svc.backoff/2+1))
 	}
-	p.svc.phase, p.svc.cancel = svcOff, nil
+	p.svc.phase, p.svc.cancel, p.svc.w = svcOff, nil, nil
+	p.svcW.Store(nil)
 	p.svcWant.Store(false)
 	close(p.svc.resume)
 	backoff := p.svc.backoff
@@ -237,8 +247,15 @@ func (p *PartnerDrainer) serviceTurn(ctx context.Context) (created, drained bool
 		p.mu.Unlock()
 		return true, false, p.svc.leave
 	}
-	p.svc.phase, p.svc.cancel = svcOn, cancel
+	p.svc.phase, p.svc.cancel, p.svc.w = svcOn, cancel, w
+	p.svcW.Store(w)
 	p.mu.Unlock()
+	paced := make(chan struct{})
+	go func() {
+		defer close(paced)
+		p.paceParked(wctx, w)
+	}()
+	defer func() { cancel(); <-paced }()
 	p.svcRuns.Add(1)
 	p.cfg.Drainer.Logger.Info("retryqueue: partners drain through the service consumer", watermill.LogFields{"stream": p.stream, "service": p.cfg.Queue.Service(), "rate": w.Rate()})
 	err = w.Run(wctx)
@@ -257,14 +274,14 @@ func (p *PartnerDrainer) serviceTurn(ctx context.Context) (created, drained bool
 }
 
 // newServiceDrainer returns the service consumer's drainer: the template's
-// rates and settings for every partner of the service, its gate always
-// open (each message still meets its partner's breaker and bulkhead in the
-// handler), the whole MaxInFlight, starting at the sum of the partners'
-// rates (MaxRate, if set, times the partners).
+// settings for every partner of the service, its gate always open (each
+// message still meets its partner's own rate, servicePace, and its
+// breaker and bulkhead in the handler), the whole MaxInFlight (at most
+// 10,000), and a fixed rate, the sum of the partners' rates (paceParked
+// keeps it so).
 func (p *PartnerDrainer) newServiceDrainer() (*Drainer, error) {
 	p.mu.Lock()
 	var sum float64
-	n := len(p.parts)
 	for _, e := range p.parts {
 		sum += e.d.Rate()
 	}
@@ -274,31 +291,97 @@ func (p *PartnerDrainer) newServiceDrainer() (*Drainer, error) {
 	c.AllPartners, c.Consumer = true, ServiceConsumerName(p.cfg.Queue.Service())
 	c.Gate = GateFunc(func() int { return math.MaxInt })
 	c.MaxInFlight = min(p.cfg.MaxInFlight, 10000)
-	if c.MaxRate > 0 {
-		c.MaxRate *= float64(max(1, n))
-	}
+	// Its rate is the sum of the partners' (paceParked), each of which
+	// bounds its own partner (servicePace).
+	c.FixedRate, c.MaxRate = true, 0
 	d, err := NewDrainer(c)
 	if err != nil {
 		return nil, err
 	}
-	d.svc, d.share, d.outcome = true, p.share, p.serviceOutcome
+	d.svc, d.share, d.outcome, d.partnerRate = true, p.share, p.serviceOutcome, p.servicePace
 	d.SetRate(sum)
 	return d, nil
 }
 
-// serviceOutcome hears each message the service consumer handled: one its
-// partner took counts as drained by the partner's drain; any other
-// (failed, diverted, turned away) ends the service consumer.
-func (p *PartnerDrainer) serviceOutcome(r route, took bool) {
-	if !took {
-		p.leaveService("partner " + r.partnerToken + " did not take a message")
-		return
+// serviceOutcome hears each call the service consumer made: it counts for
+// its partner's own drain, as if that drain had made it (its drained
+// messages and its rate control); a failed, slow or refused one ends the
+// service consumer.
+func (p *PartnerDrainer) serviceOutcome(r route, v verdict, latency time.Duration) {
+	e := p.part(r)
+	if e != nil && v != refused {
+		if v == took {
+			e.d.drained.Add(1)
+		}
+		e.d.observe(v == failed, latency, true)
 	}
+	switch {
+	case v == failed:
+		p.leaveService("a call to partner " + r.partnerToken + " failed")
+	case v == refused:
+		p.leaveService("partner " + r.partnerToken + " refused a call")
+	case p.cfg.Drainer.SlowCall > 0 && latency >= p.cfg.Drainer.SlowCall:
+		p.leaveService("a call to partner " + r.partnerToken + " was slow")
+	}
+}
+
+// servicePace reports whether r's partner's own drain rate has a token
+// for one more call through the service consumer, and takes it. A partner
+// not draining here (another replica's diversions) has no rate of its own
+// here: its breaker and bulkhead bound it.
+func (p *PartnerDrainer) servicePace(r route) bool {
+	e := p.part(r)
+	return e == nil || e.d.lim.Allow()
+}
+
+// part returns r's partner's drain, nil if none runs here.
+func (p *PartnerDrainer) part(r route) *drainPart {
 	p.mu.Lock()
-	e := p.parts[r.partnerToken]
-	p.mu.Unlock()
-	if e != nil {
-		e.d.drained.Add(1)
+	defer p.mu.Unlock()
+	return p.parts[r.partnerToken]
+}
+
+// paceParked runs while the service consumer drains, every svcCheck until
+// ctx is done: each parked partner's rate control looks at what it took
+// through the service consumer (its rate grows, or falls, as if it drained
+// on its own), the service consumer's fetch rate follows the sum of the
+// partners' rates, and a partner whose gate is no longer closed ends the
+// service consumer (whether or not its breaker's listener calls Wake). So
+// does a tick in which more messages went back for their partners' rates
+// than were delivered: the stream's order is then the partners' rates'
+// bottleneck (one partner's backlog ahead of the others', its rate
+// lower), and each partner on its own consumer does better.
+func (p *PartnerDrainer) paceParked(ctx context.Context, w *Drainer) {
+	t := time.NewTicker(svcCheck)
+	defer t.Stop()
+	back, done := w.deferred.Load(), w.drained.Load()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		b, d := w.deferred.Load(), w.drained.Load()
+		if b-back > max(svcBackMin, d-done) {
+			p.leaveService(fmt.Sprintf("the partners' own rates sent %d messages back, %d delivered", b-back, d-done))
+		}
+		back, done = b, d
+		p.mu.Lock()
+		parts := make([]*drainPart, 0, len(p.parts))
+		for _, e := range p.parts {
+			parts = append(parts, e)
+		}
+		p.mu.Unlock()
+		now := time.Now()
+		var sum float64
+		for _, e := range parts {
+			e.d.tick(now)
+			sum += e.d.Rate()
+			if !gateClosed(e.d.cfg.Gate) {
+				p.leaveService("partner " + e.rt.partnerToken + " is not closed")
+			}
+		}
+		w.SetRate(sum)
 	}
 }
 
@@ -311,6 +394,11 @@ func (p *PartnerDrainer) leaveService(why string) {
 		return
 	}
 	p.svc.leave = why
+	if p.svc.w != nil {
+		// What it fetched and has not called yet goes back to the
+		// backlog rather than to the partners.
+		p.svc.w.turned.Store(true)
+	}
 	if p.svc.cancel != nil {
 		p.svc.cancel()
 	}

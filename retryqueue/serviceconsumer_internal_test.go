@@ -45,8 +45,13 @@ func TestServiceReadyWaitsForClosedAndQuiet(t *testing.T) {
 		{3*time.Second + svcQuiet - time.Millisecond, nil, false, "a failure less than svcQuiet ago"},
 		{3*time.Second + svcQuiet, nil, true, "quiet for svcQuiet"},
 		{6 * time.Second, func() { p.svc.notBefore = t0.Add(7 * time.Second) }, false, "backoff after a leave"},
-		{7 * time.Second, nil, true, "backoff over"},
-		{8 * time.Second, func() { delete(p.parts, "b") }, false, "fewer partners than ServiceConsumerFrom"},
+		{6200 * time.Millisecond, func() { gb.open.Store(true) }, false, "b trips during the backoff"},
+		{6500 * time.Millisecond, func() { gb.open.Store(false) }, false, "b closes again during the backoff"},
+		{7 * time.Second, nil, false, "backoff over, b closed for less than svcClosedFor"},
+		{7500 * time.Millisecond, nil, true, "b closed for svcClosedFor"},
+		{7600 * time.Millisecond, func() { a.d.holding.Store(true) }, false, "a holds a consumer awaiting acks"},
+		{7700 * time.Millisecond, func() { a.d.holding.Store(false); p.svc.notBefore = t0.Add(7800 * time.Millisecond); p.svcJoin.Store(true) }, false, "a join waits out the backoff too"},
+		{8 * time.Second, func() { p.svcJoin.Store(false); delete(p.parts, "b") }, false, "fewer partners than ServiceConsumerFrom"},
 		{9 * time.Second, func() {
 			p.parts["c"] = &drainPart{d: &Drainer{cfg: DrainerConfig{Gate: GateFunc(func() int { return 1 << 30 })}}}
 		}, false, "a gate that cannot tell it is closed"},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -151,7 +152,7 @@ func TestServiceConsumerLeavesWhenAPartnerTrips(t *testing.T) {
 // consumers and rates, and everything is delivered in the end.
 func TestServiceConsumerLeavesOnAFailedCall(t *testing.T) {
 	e := newEnv(t, natstest.URL(t), nil)
-	keys, gates, ids := svcBacklog(t, e, 12, 400, 400)
+	keys, gates, ids := svcBacklog(t, e, 12, 200, 200)
 	rec := newDeliveries()
 	record := rec.handler(nil)
 	var pdp atomic.Pointer[retryqueue.PartnerDrainer] // set once started
@@ -264,4 +265,49 @@ func TestServiceConsumerReplicaDiesMidFlight(t *testing.T) {
 	natstest.Eventually(t, 60*time.Second, func() bool {
 		return consumerCount(t, e) == 0 && len(pd.Partners()) == 0 && streamCount(t, e.js, e.q.RetryTopic()) == 0
 	}, "every message acked, consumers deleted (now %v)", natstest.Now(func() any { return consumerNames(t, e) }))
+}
+
+// Through the service consumer each partner keeps its own drain rate: a
+// partner whose backlog is ahead of the others' in the stream does not
+// take the service consumer's whole rate (24 partners' worth). The bound
+// checked is the token bucket's (a second's burst and a second's rate in
+// any second, and half as much again for the scheduler's bunching), an
+// invariant, not a timing.
+func TestServiceConsumerKeepsEachPartnersRate(t *testing.T) {
+	e := newEnv(t, natstest.URL(t), nil)
+	const rate = 50
+	keys, gates, ids := svcBacklog(t, e, 24, 500, 100) // the first partner's backlog comes first
+	rec := newDeliveries()
+	var mu sync.Mutex
+	var times []time.Time
+	var pdp atomic.Pointer[retryqueue.PartnerDrainer] // set once started
+	var through atomic.Int32
+	cfg := svcConfig(rec.handler(func(m *message.Message) {
+		if string(m.Payload) == keys[0] {
+			mu.Lock()
+			times = append(times, time.Now())
+			mu.Unlock()
+			if pd := pdp.Load(); pd != nil && pd.ServiceConsumer() {
+				through.Add(1)
+			}
+		}
+	}), gates)
+	cfg.Drainer.Rate, cfg.Drainer.FixedRate = rate, true
+	pd := startPartnerDrainer(t, e, cfg)
+	pdp.Store(pd)
+	natstest.Eventually(t, 120*time.Second, func() bool { return rec.distinct() == len(ids) }, "%d drained (now %d)", len(ids), natstest.Now(func() any { return rec.distinct() }))
+	rec.check(t, ids)
+	if through.Load() == 0 {
+		t.Fatal("no call to the first partner went through the service consumer: the test checks nothing")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, j := 0, 0; j < len(times); j++ {
+		for times[j].Sub(times[i]) > time.Second {
+			i++
+		}
+		if n := j - i + 1; n > 3*(rate+rate)/2 {
+			t.Fatalf("%d calls to the first partner within a second (%d through the service consumer in all), want at most %d: its own rate %d/s, burst %d", n, through.Load(), 3*(rate+rate)/2, rate, rate)
+		}
+	}
 }

@@ -156,6 +156,14 @@ func (d *Drainer) gatePaused(ctx context.Context) bool {
 func (d *Drainer) runTurns(ctx context.Context) error {
 	var cons jetstream.Consumer
 	for ctx.Err() == nil {
+		if cons != nil && d.keptClean && d.parking != nil && d.parking() {
+			// Kept clean for the next turn: nothing of it awaits an ack,
+			// so it goes, and the partner parks.
+			if _, deleted := d.retire(ctx, turnEnd{clean: true}); deleted {
+				cons, d.keptClean = nil, false
+			}
+		}
+		d.holding.Store(cons != nil && !d.keptClean)
 		if cons == nil && d.park != nil {
 			d.park(ctx) // while the service consumer drains
 		}
