@@ -50,7 +50,11 @@ func TestServiceReadyWaitsForClosedAndQuiet(t *testing.T) {
 		{7 * time.Second, nil, false, "backoff over, b closed for less than svcClosedFor"},
 		{7500 * time.Millisecond, nil, true, "b closed for svcClosedFor"},
 		{7600 * time.Millisecond, func() { a.d.holding.Store(true) }, false, "a holds a consumer awaiting acks"},
-		{7700 * time.Millisecond, func() { a.d.holding.Store(false); p.svc.notBefore = t0.Add(7800 * time.Millisecond); p.svcJoin.Store(true) }, false, "a join waits out the backoff too"},
+		{7700 * time.Millisecond, func() {
+			a.d.holding.Store(false)
+			p.svc.notBefore = t0.Add(7800 * time.Millisecond)
+			p.svcJoin.Store(true)
+		}, false, "a join waits out the backoff too"},
 		{8 * time.Second, func() { p.svcJoin.Store(false); delete(p.parts, "b") }, false, "fewer partners than ServiceConsumerFrom"},
 		{9 * time.Second, func() {
 			p.parts["c"] = &drainPart{d: &Drainer{cfg: DrainerConfig{Gate: GateFunc(func() int { return 1 << 30 })}}}
