@@ -150,10 +150,10 @@
 //
 // Many partners draining at once each on their own consumer still cost
 // the server: a filtered consumer walks past the other partners'
-// interleaved messages to find its own. So while more partners have a
-// backlog than there are lanes ([PartnerDrainerConfig.ServiceConsumerFrom])
-// and every one of them has been closed for a second (and without a
-// failure for two), they park, delete their consumers, and the service
+// interleaved messages to find its own. So while many partners have a
+// backlog ([PartnerDrainerConfig.ServiceConsumerFrom]: by default more
+// than there are lanes) and every one of them is closed without a recent
+// failure, they park, delete their consumers, and the service
 // drains through one consumer ([ServiceConsumerName]) that reads the
 // stream in order; each message still meets its partner's own drain rate,
 // and its breaker and bulkhead in the handler. The first call a partner

@@ -471,6 +471,7 @@ type Drainer struct {
 	pace atomic.Int64
 
 	fetched, drained, redelivered, deferred, dead, ackErrors, gateClosed, failures, backoffs atomic.Uint64
+	paced                                                                                    atomic.Uint64 // sent back for the partner's own rate (service consumer)
 }
 
 // verdict is what became of a call the service consumer handed over (see
@@ -1027,22 +1028,7 @@ func (d *Drainer) round(ctx context.Context) error {
 		}
 		return d.rest(ctx, d.cfg.PollInterval)
 	}
-	if d.paused.Swap(false) {
-		d.mu.Lock()
-		// The ordering holds and pending entries did not age while nothing
-		// was fetched (the breaker open): an outage longer than their
-		// expiry must not let a key's later messages pass its head.
-		if !d.pausedAt.IsZero() {
-			d.order.extend(time.Since(d.pausedAt))
-		}
-		d.iv, d.ivStart = interval{}, time.Now() // outcomes while paused say nothing about the rate
-		d.pace.Store(0)                          // nor the calls' latency before: four budgets again
-		if !d.cfg.FixedRate {
-			d.ctl.resume(d.cfg.Rate)
-			d.applyLocked()
-		}
-		d.mu.Unlock()
-	}
+	d.unpause()
 	if d.turned.Swap(false) {
 		// The gate admitted more than the breaker did (another replica
 		// holds the fleet's probe slots, or the state moved): look again
@@ -1118,6 +1104,28 @@ func (d *Drainer) round(ctx context.Context) error {
 		d.order.caughtUp(sent)
 	}
 	return d.take(ctx, msgs, gen)
+}
+
+// unpause ends a pause of the gate, if any: the rate control starts again
+// from slow start, as after an outage.
+func (d *Drainer) unpause() {
+	if !d.paused.Swap(false) {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	// The ordering holds and pending entries did not age while nothing
+	// was fetched (the breaker open): an outage longer than their
+	// expiry must not let a key's later messages pass its head.
+	if !d.pausedAt.IsZero() {
+		d.order.extend(time.Since(d.pausedAt))
+	}
+	d.iv, d.ivStart = interval{}, time.Now() // outcomes while paused say nothing about the rate
+	d.pace.Store(0)                          // nor the calls' latency before: four budgets again
+	if !d.cfg.FixedRate {
+		d.ctl.resume(d.cfg.Rate)
+		d.applyLocked()
+	}
 }
 
 // receive reads the answer of the pull request sent and not yet received
@@ -1445,9 +1453,12 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 	}
 	if why == "" && d.partnerRate != nil && !d.partnerRate(r) {
 		// Beyond its partner's own rate: back in a poll interval, as a
-		// message the breaker turned away (no attempt).
+		// message the breaker turned away (no attempt). The service
+		// consumer's queue has no ordering key (a PartnerDrainer refuses
+		// one), so nothing of a key is held.
 		d.returned(it, nil)
 		d.deferMsg(it, d.cfg.PollInterval)
+		d.paced.Add(1)
 		return false
 	}
 	deadReason, cause := DeadReasonRoute, error(nil)
@@ -1513,8 +1524,8 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 		case what == outcomeNone:
 			d.observe(false, latency, true)
 			d.notePace(latency)
-		case what == outcomeDiverted && reason == ReasonFailure:
-			d.observe(true, latency, true)
+		case (what == outcomeDiverted || what == outcomeDead) && reason == ReasonFailure:
+			d.observe(true, latency, true) // a dead letter after a failed last attempt too
 			d.notePace(latency)
 		}
 	}

@@ -87,27 +87,30 @@ type PartnerDrainerConfig struct {
 	// service consumer ([ServiceConsumerName]), rather than each partner
 	// on its own. It happens only with gates that are [ClosedGate]s
 	// (floodgate's are), once every partner draining here has been closed
-	// for 1s (its own drain's slow start paces it meanwhile) and has seen
-	// no failure for 2s. The partners then end their turns, delete their
-	// consumers and wait; the service consumer reads the stream in order
-	// (the oldest message first, whatever its partner, rather than the
-	// partners' max-min fair shares) and hands each message to Handler,
-	// where it meets its partner's breaker and bulkhead as ever. Each
-	// partner keeps its own drain rate: a message beyond it goes back to
-	// the backlog for a PollInterval, and the rate adapts to the
-	// partner's calls as on its own consumer; the service consumer
-	// fetches at the sum of the rates, with the whole MaxInFlight (at most
-	// 10,000). The first call a partner does not take (a failure, a slow
-	// call, a diversion, a refusal), a failed live call, or a partner's
-	// gate leaving closed ends it: the service consumer is deleted and
-	// the partners go on from their own rates. A leave that did not drain
-	// the backlog waits 0.5-1s (jittered), doubling per leave to 1 min,
-	// before the next entry. Replicas share the one consumer (a leave
-	// deletes it under the others, whose messages in flight are then
-	// delivered again); while another replica's partners drain on their
-	// own consumers the stream refuses it, and the partners go on theirs;
-	// a partner refused beside another replica's joins it. BENCHMARKS.md
-	// ("Ninth step") measures it.
+	// for a quarter second, has seen no failure for 2s, and holds no
+	// consumer with messages awaiting an ack. The partners then end their
+	// turns, delete their consumers and wait; the service consumer reads
+	// the stream in order (the oldest message first, whatever its partner,
+	// rather than the partners' max-min fair shares) and hands each
+	// message to Handler, where it meets its partner's breaker and
+	// bulkhead as ever. Each partner keeps its own drain rate: a message
+	// beyond it goes back to the backlog for a PollInterval, and the rate
+	// adapts to the partner's calls (slow start included) as on its own
+	// consumer; the service consumer fetches at the sum of the rates,
+	// with the whole MaxInFlight (at most 10,000). The first call a
+	// partner does not take (a failure, a slow call, a diversion, a
+	// refusal), a failed live call, a partner's gate leaving closed, or a
+	// tenth of a second in which more messages went back for their
+	// partners' rates than were delivered (one partner's backlog ahead of
+	// the others') ends it: the service consumer is deleted and the
+	// partners go on from their own rates. A leave that did not drain the
+	// backlog waits 0.5-1s (jittered), doubling per leave to 1 min, before
+	// the next entry. Replicas share the one consumer (a leave deletes it
+	// under the others, whose messages in flight are then delivered
+	// again); while another replica's partners drain on their own
+	// consumers the stream refuses it, and the partners go on theirs; a
+	// partner refused beside another replica's joins it, or waits for it
+	// to go. BENCHMARKS.md ("Ninth step") measures it.
 	// Optional. Default MaxDraining+1: partners beyond the lanes, which
 	// would take turns. Valid range -1 (never) or 2..100000.
 	ServiceConsumerFrom int

@@ -67,10 +67,10 @@ const (
 	// the entry is given up.
 	svcParkWait = 2 * time.Second
 	// svcClosedFor is how long a partner's breaker must have been closed
-	// (at every look) before it moves to the service consumer: its own
-	// drain's slow start paces a just-recovered partner meanwhile, and the
-	// service consumer starts from the rates the partners reached.
-	svcClosedFor = time.Second
+	// (at every look) before it moves to the service consumer, so that a
+	// breaker going through its states does not start it and end it
+	// again. The partner's own rate paces it either way.
+	svcClosedFor = 250 * time.Millisecond
 	// svcQuiet is how long a partner's drain must have seen no failure
 	// (its own calls or live ones) before it moves to the service consumer.
 	svcQuiet = 2 * time.Second
@@ -310,9 +310,7 @@ func (p *PartnerDrainer) newServiceDrainer() (*Drainer, error) {
 func (p *PartnerDrainer) serviceOutcome(r route, v verdict, latency time.Duration) {
 	e := p.part(r)
 	if e != nil && v != refused {
-		if v == took {
-			e.d.drained.Add(1)
-		}
+		e.d.drained.Add(1) // its goodput: served less the failed (observe)
 		e.d.observe(v == failed, latency, true)
 	}
 	switch {
@@ -327,11 +325,19 @@ func (p *PartnerDrainer) serviceOutcome(r route, v verdict, latency time.Duratio
 
 // servicePace reports whether r's partner's own drain rate has a token
 // for one more call through the service consumer, and takes it. A partner
-// not draining here (another replica's diversions) has no rate of its own
-// here: its breaker and bulkhead bound it.
+// whose drain does not run here yet (another replica's diversions) has
+// none: its drain starts (and parks), and the message goes back until it
+// has one.
 func (p *PartnerDrainer) servicePace(r route) bool {
-	e := p.part(r)
-	return e == nil || e.d.lim.Allow()
+	if e := p.part(r); e != nil {
+		return e.d.lim.Allow()
+	}
+	if r.known {
+		p.wakeRoute(r)
+	} else {
+		p.Discover()
+	}
+	return false
 }
 
 // part returns r's partner's drain, nil if none runs here.
@@ -354,14 +360,14 @@ func (p *PartnerDrainer) part(r route) *drainPart {
 func (p *PartnerDrainer) paceParked(ctx context.Context, w *Drainer) {
 	t := time.NewTicker(svcCheck)
 	defer t.Stop()
-	back, done := w.deferred.Load(), w.drained.Load()
+	back, done := w.paced.Load(), w.drained.Load()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		b, d := w.deferred.Load(), w.drained.Load()
+		b, d := w.paced.Load(), w.drained.Load()
 		if b-back > max(svcBackMin, d-done) {
 			p.leaveService(fmt.Sprintf("the partners' own rates sent %d messages back, %d delivered", b-back, d-done))
 		}

@@ -29,6 +29,8 @@ func TestServiceReadyWaitsForClosedAndQuiet(t *testing.T) {
 	p := &PartnerDrainer{cfg: PartnerDrainerConfig{ServiceConsumerFrom: 2}, parts: map[string]*drainPart{"a": a, "b": b}}
 	t0 := time.Now()
 	ctx := context.Background()
+	c, q := svcClosedFor, svcQuiet
+	ms := time.Millisecond
 	for _, step := range []struct {
 		at   time.Duration
 		do   func()
@@ -36,25 +38,21 @@ func TestServiceReadyWaitsForClosedAndQuiet(t *testing.T) {
 		why  string
 	}{
 		{0, nil, false, "closed only now"},
-		{svcClosedFor - time.Millisecond, nil, false, "closed for less than svcClosedFor"},
-		{svcClosedFor, nil, true, "closed for svcClosedFor"},
-		{1500 * time.Millisecond, func() { gb.open.Store(true) }, false, "b open"},
-		{1600 * time.Millisecond, func() { gb.open.Store(false) }, false, "b closed again only now"},
-		{1600*time.Millisecond + svcClosedFor, nil, true, "b closed again for svcClosedFor"},
+		{c - ms, nil, false, "closed for less than svcClosedFor"},
+		{c, nil, true, "closed for svcClosedFor"},
+		{c + 100*ms, func() { gb.open.Store(true) }, false, "b open"},
+		{c + 200*ms, func() { gb.open.Store(false) }, false, "b closed again only now"},
+		{2*c + 200*ms, nil, true, "b closed again for svcClosedFor"},
 		{3 * time.Second, func() { a.d.failures.Add(1) }, false, "a failure seen"},
-		{3*time.Second + svcQuiet - time.Millisecond, nil, false, "a failure less than svcQuiet ago"},
-		{3*time.Second + svcQuiet, nil, true, "quiet for svcQuiet"},
+		{3*time.Second + q - ms, nil, false, "a failure less than svcQuiet ago"},
+		{3*time.Second + q, nil, true, "quiet for svcQuiet"},
 		{6 * time.Second, func() { p.svc.notBefore = t0.Add(7 * time.Second) }, false, "backoff after a leave"},
-		{6200 * time.Millisecond, func() { gb.open.Store(true) }, false, "b trips during the backoff"},
-		{6500 * time.Millisecond, func() { gb.open.Store(false) }, false, "b closes again during the backoff"},
+		{7*time.Second - c, func() { gb.open.Store(true) }, false, "b trips during the backoff"},
+		{7*time.Second - c/2, func() { gb.open.Store(false) }, false, "b closes again during the backoff"},
 		{7 * time.Second, nil, false, "backoff over, b closed for less than svcClosedFor"},
-		{7500 * time.Millisecond, nil, true, "b closed for svcClosedFor"},
-		{7600 * time.Millisecond, func() { a.d.holding.Store(true) }, false, "a holds a consumer awaiting acks"},
-		{7700 * time.Millisecond, func() {
-			a.d.holding.Store(false)
-			p.svc.notBefore = t0.Add(7800 * time.Millisecond)
-			p.svcJoin.Store(true)
-		}, false, "a join waits out the backoff too"},
+		{7*time.Second + c/2, nil, true, "b closed for svcClosedFor"},
+		{7*time.Second + c, func() { a.d.holding.Store(true) }, false, "a holds a consumer awaiting acks"},
+		{7*time.Second + 2*c, func() { a.d.holding.Store(false); p.svc.notBefore = t0.Add(8 * time.Second); p.svcJoin.Store(true) }, false, "a join waits out the backoff too"},
 		{8 * time.Second, func() { p.svcJoin.Store(false); delete(p.parts, "b") }, false, "fewer partners than ServiceConsumerFrom"},
 		{9 * time.Second, func() {
 			p.parts["c"] = &drainPart{d: &Drainer{cfg: DrainerConfig{Gate: GateFunc(func() int { return 1 << 30 })}}}

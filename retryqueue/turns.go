@@ -158,13 +158,18 @@ func (d *Drainer) runTurns(ctx context.Context) error {
 	for ctx.Err() == nil {
 		if cons != nil && d.keptClean && d.parking != nil && d.parking() {
 			// Kept clean for the next turn: nothing of it awaits an ack,
-			// so it goes, and the partner parks.
+			// so it goes, and the partner parks. Not kept any more
+			// either way (retire took it out of those kept).
 			if _, deleted := d.retire(ctx, turnEnd{clean: true}); deleted {
-				cons, d.keptClean = nil, false
+				cons = nil
 			}
+			d.keptClean = false
 		}
 		d.holding.Store(cons != nil && !d.keptClean)
-		if cons == nil && d.park != nil {
+		if cons == nil && d.park != nil && d.parking() {
+			if d.cfg.Gate.Budget() > 0 {
+				d.unpause() // closed since its last look: slow start again, as round would
+			}
 			d.park(ctx) // while the service consumer drains
 		}
 		d.tick(time.Now())
@@ -219,6 +224,7 @@ func (d *Drainer) runTurns(ctx context.Context) error {
 				cons = nil
 			}
 		}
+		d.holding.Store(cons != nil && !d.keptClean)
 		if wait > 0 {
 			d.sleep(ctx, wait)
 		}
