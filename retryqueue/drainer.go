@@ -471,7 +471,10 @@ type Drainer struct {
 	pace atomic.Int64
 
 	fetched, drained, redelivered, deferred, dead, ackErrors, gateClosed, failures, backoffs atomic.Uint64
-	paced                                                                                    atomic.Uint64 // sent back for the partner's own rate (service consumer)
+
+	// paced counts the messages sent back for their partner's own rate
+	// (the service consumer's).
+	paced atomic.Uint64
 }
 
 // verdict is what became of a call the service consumer handed over (see
