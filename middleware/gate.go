@@ -15,27 +15,37 @@ import (
 // much as the drainer's own rate limit allows. It is safe for concurrent
 // use; each call reads [breaker.Breaker.State], which takes no lock while
 // closed (otherwise it takes the breaker's lock, and the call then takes
-// a [breaker.Breaker.Snapshot] too). It panics if b is
-// nil, a programming error better caught at start-up than as a drain that
-// never runs.
+// a [breaker.Breaker.Snapshot] too). The gate is a
+// [retryqueue.ClosedGate], closed while b is. It panics if b is nil, a
+// programming error better caught at start-up than as a drain that never
+// runs.
 func DrainGate(b *breaker.Breaker) retryqueue.Gate {
 	if b == nil {
 		panic("middleware: DrainGate: nil breaker")
 	}
-	probes := b.Config().ProbeConcurrency
-	return retryqueue.GateFunc(func() int {
-		if b.State() == breaker.StateClosed { // lock-free while closed
-			return math.MaxInt
-		}
-		switch s := b.Snapshot(); s.State {
-		case breaker.StateClosed:
-			return math.MaxInt
-		case breaker.StateHalfOpen:
-			return max(0, probes-s.ProbesInFlight)
-		}
-		return 0
-	})
+	return breakerGate{b: b, probes: b.Config().ProbeConcurrency}
 }
+
+// breakerGate is [DrainGate]'s gate, a [retryqueue.ClosedGate].
+type breakerGate struct {
+	b      *breaker.Breaker
+	probes int
+}
+
+func (g breakerGate) Budget() int {
+	if g.b.State() == breaker.StateClosed { // lock-free while closed
+		return math.MaxInt
+	}
+	switch s := g.b.Snapshot(); s.State {
+	case breaker.StateClosed:
+		return math.MaxInt
+	case breaker.StateHalfOpen:
+		return max(0, g.probes-s.ProbesInFlight)
+	}
+	return 0
+}
+
+func (g breakerGate) Closed() bool { return g.b.State() == breaker.StateClosed }
 
 // UnknownPartnerBudget is the drain budget [PartnerDrainGate] gives a
 // partner its registry does not hold (never seen, or evicted: an evicted
@@ -58,8 +68,11 @@ const UnknownPartnerBudget = 1
 // eviction) and reads the breaker's state ([breaker.Breaker.State], which
 // takes no lock while closed; otherwise it takes the breaker's lock, and
 // the call then takes a [breaker.Breaker.Snapshot] and, half-open, a
-// [breaker.Breaker.Config] too); a gate allocates once, when made. Gates
-// are safe for concurrent use. It panics if reg is nil, a programming
+// [breaker.Breaker.Config] too); a gate allocates once, when made. Each
+// gate is a [retryqueue.ClosedGate], closed while the partner's breaker
+// is (or reg does not hold it), so a [retryqueue.PartnerDrainer] may drain
+// many closed partners through its service consumer. Gates are safe for
+// concurrent use. It panics if reg is nil, a programming
 // error better caught at start-up.
 //
 // The drainer's messages must go through a middleware with Partners set
@@ -69,25 +82,40 @@ func PartnerDrainGate(reg *partner.Registry) func(partnerKey string) retryqueue.
 	if reg == nil {
 		panic("middleware: PartnerDrainGate: nil registry")
 	}
-	return func(key string) retryqueue.Gate {
-		return retryqueue.GateFunc(func() int {
-			p, ok := reg.Lookup(key)
-			if !ok {
-				return UnknownPartnerBudget
-			}
-			free := max(0, p.MaxInFlight()-p.InFlight())
-			b := p.Breaker()
-			if b.State() == breaker.StateClosed { // lock-free while closed
-				return free
-			}
-			// Rare: the snapshot and the configuration copy are affordable.
-			switch s := b.Snapshot(); s.State {
-			case breaker.StateClosed:
-				return free
-			case breaker.StateHalfOpen:
-				return min(free, max(0, b.Config().ProbeConcurrency-s.ProbesInFlight))
-			}
-			return 0
-		})
+	return func(key string) retryqueue.Gate { return &partnerGate{reg: reg, key: key} }
+}
+
+// partnerGate is [PartnerDrainGate]'s gate of one partner, a
+// [retryqueue.ClosedGate].
+type partnerGate struct {
+	reg *partner.Registry
+	key string
+}
+
+func (g *partnerGate) Budget() int {
+	p, ok := g.reg.Lookup(g.key)
+	if !ok {
+		return UnknownPartnerBudget
 	}
+	free := max(0, p.MaxInFlight()-p.InFlight())
+	b := p.Breaker()
+	if b.State() == breaker.StateClosed { // lock-free while closed
+		return free
+	}
+	// Rare: the snapshot and the configuration copy are affordable.
+	switch s := b.Snapshot(); s.State {
+	case breaker.StateClosed:
+		return free
+	case breaker.StateHalfOpen:
+		return min(free, max(0, b.Config().ProbeConcurrency-s.ProbesInFlight))
+	}
+	return 0
+}
+
+// Closed reports whether the partner's breaker is closed; a partner the
+// registry does not hold would get a fresh, closed one (or was closed
+// when evicted).
+func (g *partnerGate) Closed() bool {
+	p, ok := g.reg.Lookup(g.key)
+	return !ok || p.Breaker().State() == breaker.StateClosed
 }

@@ -515,12 +515,13 @@ func TestDrainGateFollowsTheBreaker(t *testing.T) {
 	cfg.ProbeConcurrency = 2
 	e := tripped(t, cfg)
 	gate := middleware.DrainGate(e.b)
-	if n := gate.Budget(); n != 0 {
-		t.Errorf("open: budget %d, want 0", n)
+	closed := gate.(retryqueue.ClosedGate).Closed
+	if n := gate.Budget(); n != 0 || closed() {
+		t.Errorf("open: budget %d, closed %v; want 0, false", n, closed())
 	}
 	e.clock.Advance(2 * time.Second)
-	if n := gate.Budget(); n != 2 {
-		t.Errorf("half-open, no probe in flight: budget %d, want 2", n)
+	if n := gate.Budget(); n != 2 || closed() {
+		t.Errorf("half-open, no probe in flight: budget %d, closed %v; want 2, false", n, closed())
 	}
 	p, err := e.b.Allow()
 	if err != nil {
@@ -531,8 +532,8 @@ func TestDrainGateFollowsTheBreaker(t *testing.T) {
 	}
 	p.Done(nil)
 	e.b.ForceClose()
-	if n := gate.Budget(); n < 1000 {
-		t.Errorf("closed: budget %d, want unbounded (the drainer's rate limits it)", n)
+	if n := gate.Budget(); n < 1000 || !closed() {
+		t.Errorf("closed: budget %d, closed %v; want unbounded (the drainer's rate limits it), true", n, closed())
 	}
 }
 

@@ -599,21 +599,25 @@ func TestPartnerDrainGate(t *testing.T) {
 	if n := gate("new").Budget(); n != middleware.UnknownPartnerBudget {
 		t.Errorf("unknown partner: budget %d, want %d", n, middleware.UnknownPartnerBudget)
 	}
+	if !gate("new").(retryqueue.ClosedGate).Closed() {
+		t.Error("unknown partner: not closed, want closed (a fresh breaker is)")
+	}
 	if _, ok := e.reg.Lookup("new"); ok {
 		t.Error("the gate created the partner")
 	}
 	g := gate("A")
+	closed := g.(retryqueue.ClosedGate).Closed
 	_, lease, err := e.reg.Acquire("A")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := g.Budget(); n != 2 {
-		t.Errorf("closed, 1 of 3 in flight: budget %d, want 2", n)
+	if n := g.Budget(); n != 2 || !closed() {
+		t.Errorf("closed, 1 of 3 in flight: budget %d, closed %v; want 2, true", n, closed())
 	}
 	lease.Done(nil)
 	e.force("A", (*breaker.Breaker).ForceOpen)
-	if n := g.Budget(); n != 0 {
-		t.Errorf("open: budget %d, want 0", n)
+	if n := g.Budget(); n != 0 || closed() {
+		t.Errorf("open: budget %d, closed %v; want 0, false", n, closed())
 	}
 	if n := gate("new").Budget(); n != 1 {
 		t.Errorf("another partner's gate: budget %d, want 1", n)
@@ -625,8 +629,8 @@ func TestPartnerDrainGate(t *testing.T) {
 		}
 	}
 	e.clock.Advance(2 * time.Second)
-	if n := g.Budget(); n != smallBreaker.ProbeConcurrency {
-		t.Errorf("half-open: budget %d, want %d", n, smallBreaker.ProbeConcurrency)
+	if n := g.Budget(); n != smallBreaker.ProbeConcurrency || closed() {
+		t.Errorf("half-open: budget %d, closed %v; want %d, false", n, closed(), smallBreaker.ProbeConcurrency)
 	}
 	defer func() {
 		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "nil registry") {

@@ -148,6 +148,18 @@
 // crowd out the others (a partner gives its lane up before its handlers
 // finish).
 //
+// Many partners draining at once each on their own consumer still cost
+// the server: a filtered consumer walks past the other partners'
+// interleaved messages to find its own. So while many partners have a
+// backlog ([PartnerDrainerConfig.ServiceConsumerFrom]: by default more
+// than there are lanes) and every one of them is closed without a recent
+// failure, they park, delete their consumers, and the service
+// drains through one consumer ([ServiceConsumerName]) that reads the
+// stream in order; each message still meets its partner's own drain rate,
+// and its breaker and bulkhead in the handler. The first call a partner
+// does not take, or a partner leaving closed, ends it, and the partners
+// go on from their own rates.
+//
 // A partner's drain starts when its Queue diverts a message to it, on
 // [PartnerDrainer.Wake] (call it from the breaker's state listener), or
 // when discovery finds its subject non-empty (the retry stream's

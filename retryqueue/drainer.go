@@ -434,6 +434,26 @@ type Drainer struct {
 	// sliceEnd is when the current turn's slice ends (runTurns only; see
 	// turnSlice).
 	sliceEnd time.Time
+	// Set by a [PartnerDrainer] only, for its partners: park waits, between
+	// turns and holding no consumer, while the service consumer drains
+	// (see serviceconsumer.go), and parking reports that it wants the
+	// partners' turns to end.
+	park    func(context.Context)
+	parking func() bool
+	// holding: between turns, the partner holds a consumer it did not
+	// keep clean (messages of it await an ack), so it cannot park.
+	holding atomic.Bool
+	// Set by a [PartnerDrainer] only, for its service consumer: svc marks
+	// that drainer (its consumer lives in server memory and is removed
+	// after an idle spell, and Run ends when it is gone), and outcome hears
+	// each handled message's route, what became of its call and how long
+	// it took.
+	svc     bool
+	outcome func(r route, v verdict, latency time.Duration)
+	// partnerRate reports whether r's partner's own drain rate has a
+	// token for one more message now (the service consumer's only): one
+	// without goes back to the backlog for a poll interval.
+	partnerRate func(r route) bool
 
 	// calling counts the messages dispatched to the worker pool whose
 	// handler call has not returned yet (FIFO mode); waiting counts those
@@ -451,7 +471,21 @@ type Drainer struct {
 	pace atomic.Int64
 
 	fetched, drained, redelivered, deferred, dead, ackErrors, gateClosed, failures, backoffs atomic.Uint64
+
+	// paced counts the messages sent back for their partner's own rate
+	// (the service consumer's).
+	paced atomic.Uint64
 }
+
+// verdict is what became of a call the service consumer handed over (see
+// Drainer.outcome).
+type verdict int
+
+const (
+	took    verdict = iota // delivered (however long it took)
+	failed                 // the call failed: diverted for it, or dead-lettered after its last attempt, or the handler's error
+	refused                // never reached the partner: the breaker, its bulkhead, a diversion for another reason
+)
 
 // interval counts outcomes since the control's last look; drainedBad are
 // the drainer's own among bad; slowest is the longest latency among them.
@@ -569,8 +603,20 @@ func (d *Drainer) ConsumerConfig() jetstream.ConsumerConfig {
 		// memory (no file written per ack). The work-queue stream keeps
 		// every unacked message, so a consumer lost with a server restart
 		// loses nothing; the drainer creates it again.
-		MemoryStorage: d.lanes != nil,
+		MemoryStorage: d.lanes != nil || d.svc,
+		// A service consumer outlives a crashed replica by this much at
+		// most: until then its filter holds every partner of the service.
+		InactiveThreshold: d.inactiveThreshold(),
 	}
+}
+
+// inactiveThreshold is the service consumer's InactiveThreshold: twice
+// AckWait, at least svcInactive; 0 (none) for any other drainer.
+func (d *Drainer) inactiveThreshold() time.Duration {
+	if !d.svc {
+		return 0
+	}
+	return max(svcInactive, 2*d.cfg.AckWait)
 }
 
 // FilterSubject returns the consumer's filter subject: the Queue's route
@@ -898,6 +944,12 @@ func (d *Drainer) Run(ctx context.Context) error {
 				break
 			}
 			if consumerGone(err) {
+				if d.svc {
+					// Another replica left the service consumer: so
+					// does this one.
+					d.waitHandlers()
+					return err
+				}
 				// Deleted under it (another replica's [PartnerDrainer]
 				// found the route empty): create it again. Work-queue
 				// retention kept every unacked message, and a new
@@ -979,22 +1031,7 @@ func (d *Drainer) round(ctx context.Context) error {
 		}
 		return d.rest(ctx, d.cfg.PollInterval)
 	}
-	if d.paused.Swap(false) {
-		d.mu.Lock()
-		// The ordering holds and pending entries did not age while nothing
-		// was fetched (the breaker open): an outage longer than their
-		// expiry must not let a key's later messages pass its head.
-		if !d.pausedAt.IsZero() {
-			d.order.extend(time.Since(d.pausedAt))
-		}
-		d.iv, d.ivStart = interval{}, time.Now() // outcomes while paused say nothing about the rate
-		d.pace.Store(0)                          // nor the calls' latency before: four budgets again
-		if !d.cfg.FixedRate {
-			d.ctl.resume(d.cfg.Rate)
-			d.applyLocked()
-		}
-		d.mu.Unlock()
-	}
+	d.unpause()
 	if d.turned.Swap(false) {
 		// The gate admitted more than the breaker did (another replica
 		// holds the fleet's probe slots, or the state moved): look again
@@ -1072,6 +1109,28 @@ func (d *Drainer) round(ctx context.Context) error {
 	return d.take(ctx, msgs, gen)
 }
 
+// unpause ends a pause of the gate, if any: the rate control starts again
+// from slow start, as after an outage.
+func (d *Drainer) unpause() {
+	if !d.paused.Swap(false) {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	// The ordering holds and pending entries did not age while nothing
+	// was fetched (the breaker open): an outage longer than their
+	// expiry must not let a key's later messages pass its head.
+	if !d.pausedAt.IsZero() {
+		d.order.extend(time.Since(d.pausedAt))
+	}
+	d.iv, d.ivStart = interval{}, time.Now() // outcomes while paused say nothing about the rate
+	d.pace.Store(0)                          // nor the calls' latency before: four budgets again
+	if !d.cfg.FixedRate {
+		d.ctl.resume(d.cfg.Rate)
+		d.applyLocked()
+	}
+}
+
 // receive reads the answer of the pull request sent and not yet received
 // (FIFO mode), sends the next request before it hands the batch to the
 // workers when the batch came back full (see sendAhead), and hands it
@@ -1108,7 +1167,7 @@ func (d *Drainer) receive(ctx context.Context) error {
 // round (fetchBound, the free in-flight slots, the rate's tokens, the
 // shared bound, without waiting for it).
 func (d *Drainer) sendAhead(received int) {
-	if d.lanes != nil && d.lanes.waiting() || d.turned.Load() {
+	if d.yielding() || d.turned.Load() {
 		return
 	}
 	asked := received + d.puller.Asked()
@@ -1395,6 +1454,16 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 	} else if why = checkRoute(wm, r, d.cfg.Queue.cfg.Service); why == "" {
 		r = withKey(wm, r)
 	}
+	if why == "" && d.partnerRate != nil && !d.partnerRate(r) {
+		// Beyond its partner's own rate: back in a poll interval, as a
+		// message the breaker turned away (no attempt). The service
+		// consumer's queue has no ordering key (a PartnerDrainer refuses
+		// one), so nothing of a key is held.
+		d.returned(it, nil)
+		d.deferMsg(it, d.cfg.PollInterval)
+		d.paced.Add(1)
+		return false
+	}
 	deadReason, cause := DeadReasonRoute, error(nil)
 	if why != "" {
 		cause = fmt.Errorf("%w: %s", ErrRouteMismatch, why)
@@ -1432,6 +1501,9 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 		// counts as returned, and neither wakes the round, so the round
 		// waits a poll interval (or a Wake) rather than fetching again.
 		d.turned.Store(true)
+		if d.outcome != nil {
+			d.outcome(r, refused, latency)
+		}
 		if it.counted {
 			s.admit()
 			d.calling.Add(-1)
@@ -1455,9 +1527,19 @@ func (d *Drainer) handleIn(base context.Context, it item) (turned bool) {
 		case what == outcomeNone:
 			d.observe(false, latency, true)
 			d.notePace(latency)
-		case what == outcomeDiverted && reason == ReasonFailure:
-			d.observe(true, latency, true)
+		case (what == outcomeDiverted || what == outcomeDead) && reason == ReasonFailure:
+			d.observe(true, latency, true) // a dead letter after a failed last attempt too
 			d.notePace(latency)
+		}
+	}
+	if d.outcome != nil {
+		switch {
+		case err == nil && what == outcomeNone:
+			d.outcome(r, took, latency)
+		case err != nil || reason == ReasonFailure && (what == outcomeDiverted || what == outcomeDead):
+			d.outcome(r, failed, latency) // a dead letter after a failed call's last attempt too
+		case what != outcomeDead: // a dead letter is otherwise the message's own end
+			d.outcome(r, refused, latency)
 		}
 	}
 	if !d.settle(base, jm, wm, err) {

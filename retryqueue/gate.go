@@ -66,3 +66,21 @@ func Admitted(ctx context.Context, msg *message.Message) {
 		s.admit()
 	}
 }
+
+// ClosedGate is a [Gate] that also reports whether its breaker is closed:
+// admitting every call, with no half-open probe or ramp going on. A
+// [PartnerDrainer] whose gates are ClosedGates drains through one consumer
+// for the whole service while enough partners have a backlog and every
+// one of them is closed (see [PartnerDrainerConfig.ServiceConsumerFrom]);
+// with other gates it never does. Closed must be safe for concurrent use
+// and fast.
+type ClosedGate interface {
+	Gate
+	Closed() bool
+}
+
+// gateClosed reports whether g is a [ClosedGate] reporting closed.
+func gateClosed(g Gate) bool {
+	c, ok := g.(ClosedGate)
+	return ok && c.Closed()
+}

@@ -82,6 +82,38 @@ type PartnerDrainerConfig struct {
 	// read when Run starts.
 	// Optional. Default 10s. Valid range >= 10ms.
 	DiscoverInterval time.Duration
+	// ServiceConsumerFrom is the number of partners draining here at once
+	// from which the service's backlog drains through one consumer, the
+	// service consumer ([ServiceConsumerName]), rather than each partner
+	// on its own. It happens only with gates that are [ClosedGate]s
+	// (floodgate's are), once every partner draining here has been closed
+	// for a quarter second, has seen no failure for 2s, and holds no
+	// consumer with messages awaiting an ack. The partners then end their
+	// turns, delete their consumers and wait; the service consumer reads
+	// the stream in order (the oldest message first, whatever its partner,
+	// rather than the partners' max-min fair shares) and hands each
+	// message to Handler, where it meets its partner's breaker and
+	// bulkhead as ever. Each partner keeps its own drain rate: a message
+	// beyond it goes back to the backlog for a PollInterval, and the rate
+	// adapts to the partner's calls (slow start included) as on its own
+	// consumer; the service consumer fetches at the sum of the rates,
+	// with the whole MaxInFlight (at most 10,000). The first call a
+	// partner does not take (a failure, a slow call, a diversion, a
+	// refusal), a failed live call, a partner's gate leaving closed, or a
+	// tenth of a second in which more messages went back for their
+	// partners' rates than were delivered (one partner's backlog ahead of
+	// the others') ends it: the service consumer is deleted and the
+	// partners go on from their own rates. A leave that did not drain the
+	// backlog waits 0.5-1s (jittered), doubling per leave to 1 min, before
+	// the next entry. Replicas share the one consumer (a leave deletes it
+	// under the others, whose messages in flight are then delivered
+	// again); while another replica's partners drain on their own
+	// consumers the stream refuses it, and the partners go on theirs; a
+	// partner refused beside another replica's joins it, or waits for it
+	// to go. BENCHMARKS.md ("Ninth step") measures it.
+	// Optional. Default MaxDraining+1: partners beyond the lanes, which
+	// would take turns. Valid range -1 (never) or 2..100000.
+	ServiceConsumerFrom int
 }
 
 func (c *PartnerDrainerConfig) setDefaults() {
@@ -96,6 +128,9 @@ func (c *PartnerDrainerConfig) setDefaults() {
 	}
 	if c.KeepConsumers == 0 {
 		c.KeepConsumers = 8
+	}
+	if c.ServiceConsumerFrom == 0 {
+		c.ServiceConsumerFrom = c.MaxDraining + 1
 	}
 }
 
@@ -122,6 +157,8 @@ func (c PartnerDrainerConfig) Validate() error {
 		return fmt.Errorf("%w: MaxDraining must be in 1..10000, got %d", ErrInvalidConfig, c.MaxDraining)
 	case c.KeepConsumers < -1 || c.KeepConsumers > 100000:
 		return fmt.Errorf("%w: KeepConsumers must be in -1..100000, got %d", ErrInvalidConfig, c.KeepConsumers)
+	case c.ServiceConsumerFrom != -1 && (c.ServiceConsumerFrom < 2 || c.ServiceConsumerFrom > 100000):
+		return fmt.Errorf("%w: ServiceConsumerFrom must be -1 or in 2..100000, got %d", ErrInvalidConfig, c.ServiceConsumerFrom)
 	case c.DiscoverInterval < 10*time.Millisecond:
 		return fmt.Errorf("%w: DiscoverInterval must be >= 10ms, got %s", ErrInvalidConfig, c.DiscoverInterval)
 	case t.JetStream != nil || t.Queue != nil || t.Handler != nil || t.Gate != nil:
@@ -197,7 +234,11 @@ type PartnerStatus struct {
 // stream's messages (it checks every consumer's interest), and a
 // file-backed consumer writes its state to disk several times a second:
 // with a consumer per partner with a backlog, 1,000 partners drained
-// 10-30 times slower than one consumer reads (see BENCHMARKS.md). A turn
+// 10-30 times slower than one consumer reads (see BENCHMARKS.md), and
+// even a few filtered consumers on a stream of many partners' interleaved
+// messages each walk past the others' to find their own: while many
+// closed partners drain, they do so through one service consumer instead
+// (see [PartnerDrainerConfig.ServiceConsumerFrom]). A turn
 // in turn costs the server a consumer create and delete, unless the
 // partner's consumer was kept from its last turn. Drained messages
 // in handlers are bounded across partners by
@@ -241,7 +282,13 @@ type PartnerDrainer struct {
 	parts   map[string]*drainPart
 	kept    int              // the parts whose consumer is kept between turns
 	pending map[string]route // woken before Run
-	wg      sync.WaitGroup   // the partners' Run goroutines
+	wg      sync.WaitGroup   // the partners' Run goroutines, and runServiceConsumer
+	svc     svcState         // see serviceconsumer.go
+
+	svcWant            atomic.Bool             // svc.phase != svcOff: the partners park
+	svcJoin            atomic.Bool             // a partner's consumer was refused beside the service consumer
+	svcW               atomic.Pointer[Drainer] // the service consumer's drainer while it drains
+	svcRuns, svcLeaves atomic.Uint64
 }
 
 // drainPart is one partner's drain; its fields are guarded by
@@ -253,6 +300,15 @@ type drainPart struct {
 	again    bool // woken while stopping: run again
 	kept     bool // its consumer is kept between turns (counted in PartnerDrainer.kept)
 	backlog  uint64
+	parked   bool          // waiting while the service consumer drains (counted in svc.parked)
+	poke     chan struct{} // wakes it while parked (Wake)
+	// failSeen is its drainer's failure count at runServiceConsumer's last
+	// look, and failAt when that look found it changed (that goroutine's).
+	failSeen uint64
+	failAt   time.Time
+	// closedAt is when runServiceConsumer's looks began to find its gate
+	// closed (zero: not closed at the last look; that goroutine's).
+	closedAt time.Time
 }
 
 // NewPartnerDrainer returns a [PartnerDrainer]. It returns an error
@@ -282,7 +338,9 @@ func NewPartnerDrainer(cfg PartnerDrainerConfig) (*PartnerDrainer, error) {
 // drainers to finish their handlers in flight and returns nil. It returns
 // [ErrRunning] if already running. A partner's drainer that fails to start
 // (its consumer refused: [ErrRouteConflict], a [*jsq.ConfigMismatchError])
-// is logged and tried again at the next discovery.
+// is logged and tried again at the next discovery; one refused beside
+// another replica's service consumer joins it, or waits for it to go (see
+// [PartnerDrainerConfig.ServiceConsumerFrom]).
 func (p *PartnerDrainer) Run(ctx context.Context) error {
 	if !p.running.CompareAndSwap(false, true) {
 		return ErrRunning
@@ -297,6 +355,10 @@ func (p *PartnerDrainer) Run(ctx context.Context) error {
 	p.mu.Unlock()
 	for _, r := range pending {
 		p.wakeRoute(r)
+	}
+	if p.cfg.ServiceConsumerFrom > 0 {
+		p.wg.Add(1)
+		go p.runServiceConsumer(ctx)
 	}
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -360,12 +422,16 @@ func (p *PartnerDrainer) wakeRoute(r route) {
 		d := e.d
 		p.mu.Unlock()
 		d.Wake()
+		select {
+		case e.poke <- struct{}{}: // parked: look at the gate
+		default:
+		}
 		return
 	}
 	p.mu.Unlock()
 	// Built without the lock: Gate is the caller's code (a registry
 	// lookup, which may ask HasBacklog).
-	e := &drainPart{rt: r}
+	e := &drainPart{rt: r, poke: make(chan struct{}, 1)}
 	d, err := p.newDrainer(e)
 	if err != nil {
 		p.cfg.Drainer.Logger.Error("retryqueue: partner drainer", err, watermill.LogFields{"stream": p.stream, "partner_token": r.partnerToken})
@@ -401,6 +467,8 @@ func (p *PartnerDrainer) newDrainer(e *drainPart) (*Drainer, error) {
 	d.setRoute(e.rt)
 	d.share, d.lanes = p.share, p.lanes
 	d.idle = func(ctx context.Context) bool { return p.stop(ctx, e) }
+	d.park = func(ctx context.Context) { p.park(ctx, e) }
+	d.parking = p.svcWant.Load
 	d.retire = func(ctx context.Context, t turnEnd) (bool, bool) { return p.retire(ctx, e, t) }
 	return d, nil
 }
@@ -410,7 +478,18 @@ func (p *PartnerDrainer) runPart(ctx context.Context, e *drainPart) {
 	defer p.wg.Done()
 	for {
 		err := e.d.Run(ctx)
-		if err != nil {
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrRouteConflict) && p.serviceConsumerExists(ctx):
+			// Another replica drains the service through its service
+			// consumer: join it, or wait for it to go.
+			p.cfg.Drainer.Logger.Debug("retryqueue: partner drains through another replica's service consumer", watermill.LogFields{"stream": p.stream, "consumer": e.d.Consumer()})
+			p.svcJoin.Store(true)
+			p.awaitService(ctx, e)
+			if ctx.Err() == nil {
+				continue
+			}
+		default:
 			p.cfg.Drainer.Logger.Error("retryqueue: partner drainer", err, watermill.LogFields{"stream": p.stream, "consumer": e.d.Consumer()})
 		}
 		p.mu.Lock()
@@ -434,6 +513,22 @@ func (p *PartnerDrainer) runPart(ctx context.Context, e *drainPart) {
 			cancel()
 		}
 		return
+	}
+}
+
+// awaitService holds e, whose consumer the stream refused beside another
+// replica's service consumer, until this one drains through it too (then
+// e parks until it leaves) or for DiscoverInterval (then e tries its own
+// consumer again). Meanwhile e stays a partner draining here
+// ([PartnerDrainer.HasBacklog]).
+func (p *PartnerDrainer) awaitService(ctx context.Context, e *drainPart) {
+	deadline := time.Now().Add(p.cfg.DiscoverInterval)
+	for ctx.Err() == nil && time.Now().Before(deadline) {
+		if p.svcWant.Load() {
+			p.park(ctx, e)
+			return
+		}
+		sleepCtx(ctx, svcCheck)
 	}
 }
 
@@ -489,7 +584,7 @@ func (p *PartnerDrainer) stop(ctx context.Context, e *drainPart) bool {
 // asking the server (one request, the deletion); otherwise it reads the
 // consumer's info first.
 func (p *PartnerDrainer) retire(ctx context.Context, e *drainPart, t turnEnd) (idle, deleted bool) {
-	if t.clean && !t.shared && !t.empty && p.keep(e) {
+	if t.clean && !t.shared && !t.empty && !p.svcWant.Load() && p.keep(e) {
 		e.d.keptClean = true
 		return false, false
 	}
@@ -647,14 +742,22 @@ func (p *PartnerDrainer) HasBacklog(partnerKey string) bool {
 
 // Observe reports the outcome of one live delivery to partner partnerKey
 // to that partner's adaptive drain rate, as [Drainer.Observe] does; it is
-// ignored while the partner's drain does not run. Call it from the
+// ignored while the partner's drain does not run. A failed one ends the
+// service consumer, if it drains (see
+// [PartnerDrainerConfig.ServiceConsumerFrom]). Call it from the
 // middleware's event hook for admitted calls. It never blocks on I/O.
 func (p *PartnerDrainer) Observe(partnerKey, uuid string, failed bool, latency time.Duration) {
 	p.mu.Lock()
 	e := p.parts[partner.Token(partnerKey)]
 	p.mu.Unlock()
+	if w := p.svcW.Load(); w != nil && w.inflight.has(uuid) {
+		return // the service consumer's own call: serviceOutcome counts it
+	}
 	if e != nil {
 		e.d.Observe(uuid, failed, latency)
+	}
+	if failed && p.svcWant.Load() {
+		p.leaveService("a live call to partner " + partner.Token(partnerKey) + " failed")
 	}
 }
 

@@ -19,8 +19,8 @@ import (
 // BenchmarkPartnerDrain1000 measures the drain of 1,000 partners that each
 // have a backlog (benchPayload messages: 10 each, or 100 each), after
 // their breakers recover: the PartnerDrainer has found every backlog and
-// every partner's drain is paused on its closed gate; then all gates open
-// at once and the clock runs until the handler (a no-op: unbounded partner
+// every partner's drain is paused on its gate (its breaker open); then
+// every breaker closes at once and the clock runs until the handler (a no-op: unbounded partner
 // capacity) has every message. It reports:
 //
 //   - drain_s: time to drain all;
@@ -85,13 +85,10 @@ func benchPartnerDrain(b *testing.B, partners, each int) {
 			b.FailNow()
 		}
 
-		var open atomic.Bool
-		gate := retryqueue.GateFunc(func() int {
-			if open.Load() {
-				return 1 << 30
-			}
-			return 0
-		})
+		// Every partner's breaker closes at once: floodgate's gates are
+		// ClosedGates, so the drain may go through the service consumer.
+		gate := &breakerGate{}
+		gate.open.Store(true)
 		var delivered atomic.Int64
 		var start time.Time
 		var mu sync.Mutex
@@ -125,7 +122,7 @@ func benchPartnerDrain(b *testing.B, partners, each int) {
 		start = time.Now()
 		mu.Unlock()
 		b.StartTimer()
-		open.Store(true)
+		gate.open.Store(false)
 		for _, k := range keys {
 			pd.Wake(k)
 		}

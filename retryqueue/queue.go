@@ -226,11 +226,19 @@ func (q *Queue) RouteTo(ctx context.Context, msg *message.Message, partnerKey st
 	if reason == ReasonFailure {
 		lastErr = cause
 	}
+	dead := ""
 	switch {
 	case reason == ReasonFailure && attempt >= q.cfg.MaxAttempts:
-		return q.deadLetter(ctx, c, r, DeadReasonMaxAttempts, lastErr)
+		dead = DeadReasonMaxAttempts
 	case now.Sub(first) >= q.cfg.MaxAge:
-		return q.deadLetter(ctx, c, r, DeadReasonMaxAge, lastErr)
+		dead = DeadReasonMaxAge
+	}
+	if dead != "" {
+		out, err := q.deadLetter(ctx, c, r, dead, lastErr)
+		if s := slotFor(ctx, msg); s != nil && err == nil {
+			s.set(outcomeDead, reason) // a drained message's partner outcome, for the drainer
+		}
+		return out, err
 	}
 	if LeftInPlace(ctx, msg, reason) {
 		// A drained message the breaker turned away: the drainer leaves

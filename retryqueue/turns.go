@@ -79,6 +79,13 @@ func (l *lanes) releaseLocked() {
 // waiting reports whether a partner waits for a lane.
 func (l *lanes) waiting() bool { return l.waits.Load() > 0 }
 
+// yielding reports whether a [PartnerDrainer]'s partner is to end its turn
+// at the next chance: another partner waits for a lane, or the partners
+// are parking for the service consumer.
+func (d *Drainer) yielding() bool {
+	return d.lanes != nil && (d.lanes.waiting() || d.parking != nil && d.parking())
+}
+
 // turnEnd is what a [PartnerDrainer] partner's drainer knows at the end
 // of a turn, after its handlers: clean, every message it fetched in the
 // turn was acked (confirmed); shared, the consumer may hold another
@@ -97,7 +104,7 @@ func (t turnOver) Error() string { return "retryqueue: partner drain turn over" 
 // rest makes round wait dur, or, for a [PartnerDrainer]'s partner while
 // another partner waits for a lane, end the turn instead.
 func (d *Drainer) rest(ctx context.Context, dur time.Duration) error {
-	if d.lanes != nil && d.lanes.waiting() {
+	if d.yielding() {
 		return turnOver{dur}
 	}
 	d.sleep(ctx, dur)
@@ -116,7 +123,7 @@ const turnSlice = 100 * time.Millisecond
 // waits so within its turn's slice, and past it, while another partner
 // waits for a lane, ends the turn instead.
 func (d *Drainer) restSlots(ctx context.Context, dur time.Duration) error {
-	if d.lanes != nil && d.lanes.waiting() && !time.Now().Before(d.sliceEnd) {
+	if d.yielding() && !time.Now().Before(d.sliceEnd) {
 		return turnOver{dur}
 	}
 	d.sleep(ctx, dur)
@@ -149,6 +156,22 @@ func (d *Drainer) gatePaused(ctx context.Context) bool {
 func (d *Drainer) runTurns(ctx context.Context) error {
 	var cons jetstream.Consumer
 	for ctx.Err() == nil {
+		if cons != nil && d.keptClean && d.parking != nil && d.parking() {
+			// Kept clean for the next turn: nothing of it awaits an ack,
+			// so it goes, and the partner parks. Not kept any more
+			// either way (retire took it out of those kept).
+			if _, deleted := d.retire(ctx, turnEnd{clean: true}); deleted {
+				cons = nil
+			}
+			d.keptClean = false
+		}
+		d.holding.Store(cons != nil && !d.keptClean)
+		if cons == nil && d.park != nil && d.parking() {
+			if d.cfg.Gate.Budget() > 0 {
+				d.unpause() // closed since its last look: slow start again, as round would
+			}
+			d.park(ctx) // while the service consumer drains
+		}
 		d.tick(time.Now())
 		if d.cfg.Gate.Budget() <= 0 {
 			// No lane and no fetch while the gate admits nothing.
@@ -175,6 +198,10 @@ func (d *Drainer) runTurns(ctx context.Context) error {
 		if d.lanes.acquire(ctx) != nil {
 			break
 		}
+		if cons == nil && d.parking != nil && d.parking() {
+			d.lanes.release() // no turn: park first
+			continue
+		}
 		f0, s0 := d.fetched.Load(), d.drained.Load()+d.dead.Load()
 		d.left = math.MaxUint64
 		wait, shared, err := d.turn(ctx, &cons)
@@ -197,6 +224,7 @@ func (d *Drainer) runTurns(ctx context.Context) error {
 				cons = nil
 			}
 		}
+		d.holding.Store(cons != nil && !d.keptClean)
 		if wait > 0 {
 			d.sleep(ctx, wait)
 		}
@@ -216,8 +244,7 @@ func (d *Drainer) turn(ctx context.Context, cons *jetstream.Consumer) (wait time
 	if *cons == nil {
 		c, err := d.openConsumer(ctx)
 		if errors.Is(err, ErrRouteConflict) || errors.Is(err, jsq.ErrConfigMismatch) {
-			d.cfg.Logger.Error("retryqueue: drain consumer refused", err, watermill.LogFields{"stream": d.cfg.Stream, "consumer": d.cfg.Consumer})
-			return 0, false, err
+			return 0, false, err // the PartnerDrainer logs it
 		}
 		if err != nil {
 			if ctx.Err() == nil {
@@ -244,7 +271,7 @@ func (d *Drainer) turn(ctx context.Context, cons *jetstream.Consumer) (wait time
 		var over turnOver
 		switch {
 		case err == nil:
-			if d.lanes.waiting() && (d.left == 0 || !now.Before(d.sliceEnd)) {
+			if d.yielding() && (d.left == 0 || !now.Before(d.sliceEnd)) {
 				return 0, shared, nil
 			}
 			// Nobody waits, or the slice and the backlog last: keep the
