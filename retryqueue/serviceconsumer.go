@@ -49,7 +49,6 @@ type svcState struct {
 	resume chan struct{}      // closed when the phase goes back to svcOff
 	leave  string             // why it is to end ("" while it may go on)
 	cancel context.CancelFunc // svcOn: ends the service consumer's Run
-	w      *Drainer           // svcOn: the service consumer's drainer
 	// backoff is the wait after the last leave (doubling per leave from
 	// svcBackoffMin to svcBackoffMax; 0 after one that drained the
 	// backlog); no entry before notBefore.
@@ -184,7 +183,7 @@ func (p *PartnerDrainer) serveService(ctx context.Context) {
 		p.svc.backoff = min(svcBackoffMax, max(svcBackoffMin, 2*p.svc.backoff))
 		p.svc.notBefore = time.Now().Add(p.svc.backoff/2 + rand.N(p.svc.backoff/2+1))
 	}
-	p.svc.phase, p.svc.cancel, p.svc.w = svcOff, nil, nil
+	p.svc.phase, p.svc.cancel = svcOff, nil
 	p.svcW.Store(nil)
 	p.svcWant.Store(false)
 	close(p.svc.resume)
@@ -247,7 +246,7 @@ func (p *PartnerDrainer) serviceTurn(ctx context.Context) (created, drained bool
 		p.mu.Unlock()
 		return true, false, p.svc.leave
 	}
-	p.svc.phase, p.svc.cancel, p.svc.w = svcOn, cancel, w
+	p.svc.phase, p.svc.cancel = svcOn, cancel
 	p.svcW.Store(w)
 	p.mu.Unlock()
 	paced := make(chan struct{})
@@ -400,10 +399,10 @@ func (p *PartnerDrainer) leaveService(why string) {
 		return
 	}
 	p.svc.leave = why
-	if p.svc.w != nil {
+	if w := p.svcW.Load(); w != nil {
 		// What it fetched and has not called yet goes back to the
 		// backlog rather than to the partners.
-		p.svc.w.turned.Store(true)
+		w.turned.Store(true)
 	}
 	if p.svc.cancel != nil {
 		p.svc.cancel()
